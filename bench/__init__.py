@@ -1,0 +1,1 @@
+"""citegraph.bench."""
