@@ -1,0 +1,47 @@
+"""DuckDB schemas of snapshot files and the facts cache (versioned)."""
+
+from __future__ import annotations
+
+SNAPSHOT_SCHEMA_VERSION = 1
+FACTS_SCHEMA_VERSION = 1
+
+SNAPSHOT_DDL = """
+CREATE TABLE meta(key VARCHAR PRIMARY KEY, value VARCHAR);
+CREATE TABLE files(path VARCHAR NOT NULL, blob_id VARCHAR NOT NULL, content_hash VARCHAR,
+  language VARCHAR, status VARCHAR NOT NULL, reason VARCHAR, size BIGINT, mode INTEGER,
+  dirty BOOLEAN NOT NULL);
+CREATE TABLE symbols(handle VARCHAR NOT NULL, path VARCHAR NOT NULL, language VARCHAR NOT NULL,
+  kind VARCHAR NOT NULL, name VARCHAR NOT NULL, qualified_name VARCHAR NOT NULL,
+  ordinal INTEGER NOT NULL, start_byte BIGINT NOT NULL, end_byte BIGINT NOT NULL,
+  start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, parent_handle VARCHAR,
+  fragment_hash VARCHAR NOT NULL, body_hash VARCHAR NOT NULL, blob_id VARCHAR NOT NULL);
+CREATE TABLE edges(path VARCHAR NOT NULL, source_handle VARCHAR, kind VARCHAR NOT NULL,
+  target VARCHAR NOT NULL, line INTEGER NOT NULL, blob_id VARCHAR NOT NULL);
+CREATE TABLE contents(blob_id VARCHAR PRIMARY KEY, data BLOB NOT NULL);
+"""
+
+SNAPSHOT_INDEXES = """
+CREATE INDEX files_path ON files(path);
+CREATE INDEX files_blob ON files(blob_id);
+CREATE INDEX symbols_handle ON symbols(handle);
+CREATE INDEX symbols_fragment ON symbols(fragment_hash);
+CREATE INDEX symbols_path ON symbols(path);
+"""
+
+FACTS_DDL = """
+CREATE TABLE IF NOT EXISTS meta(key VARCHAR PRIMARY KEY, value VARCHAR);
+CREATE TABLE IF NOT EXISTS blob_files(blob_id VARCHAR NOT NULL, language VARCHAR NOT NULL,
+  status VARCHAR NOT NULL, reason VARCHAR, content_hash VARCHAR, size BIGINT);
+CREATE TABLE IF NOT EXISTS blob_symbols(blob_id VARCHAR NOT NULL, language VARCHAR NOT NULL,
+  idx INTEGER NOT NULL, kind VARCHAR, name VARCHAR, qualified_name VARCHAR, ordinal INTEGER,
+  start_byte BIGINT, end_byte BIGINT, start_line INTEGER, end_line INTEGER, parent INTEGER,
+  fragment_hash VARCHAR, body_hash VARCHAR);
+CREATE TABLE IF NOT EXISTS blob_edges(blob_id VARCHAR NOT NULL, language VARCHAR NOT NULL,
+  source INTEGER, kind VARCHAR, target VARCHAR, line INTEGER);
+"""
+
+FILE_COLUMNS = ("path", "blob_id", "content_hash", "language", "status", "reason", "size", "mode", "dirty")
+SYMBOL_COLUMNS = ("handle", "path", "language", "kind", "name", "qualified_name", "ordinal",
+                  "start_byte", "end_byte", "start_line", "end_line", "parent_handle",
+                  "fragment_hash", "body_hash", "blob_id")
+EDGE_COLUMNS = ("path", "source_handle", "kind", "target", "line", "blob_id")

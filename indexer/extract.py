@@ -1,0 +1,267 @@
+"""Symbol and edge extraction from one blob's bytes.
+
+Facts here are path-independent (they depend only on the bytes, the language and the
+extractor version), so they can be cached by blob id and reused for every path and every
+snapshot holding the same blob. Handles, which include the path, are added by the graph
+layer.
+
+Query conventions (``queries/<language>.scm``):
+- ``@definition.<kind>`` marks a definition node, ``@name`` its name token.
+- ``@qualifier`` (optional, inside a definition match) replaces the nesting prefix of the
+  qualified name, e.g. a Go method's receiver type.
+- ``@scope`` with ``@name`` marks a naming scope that is not itself a symbol (a Rust
+  ``impl Foo`` block): nested definitions are qualified by it.
+- ``@reference.<call|import|inherit>`` with ``@name`` marks an outgoing reference.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from functools import cache
+
+import blake3
+from tree_sitter import Language, Node, Parser, Query, QueryCursor
+from tree_sitter_language_pack import get_language
+
+from citegraph.indexer.languages import LANGUAGES, query_source
+
+# Bump whenever extraction output for the same bytes can change (queries, rules).
+EXTRACTOR_VERSION = "cgx-1"
+
+EDGE_KINDS = {"call": "calls", "import": "imports", "inherit": "inherits", "reference": "references"}
+
+
+@dataclass(frozen=True, slots=True)
+class SymbolFact:
+    kind: str
+    name: str
+    qualified_name: str
+    ordinal: int
+    start_byte: int
+    end_byte: int
+    start_line: int
+    end_line: int
+    parent: int  # index into the file's symbol list, -1 for top level
+    fragment_hash: str
+    body_hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeFact:
+    source: int  # index of the enclosing symbol, -1 for the file itself
+    kind: str  # imports | calls | inherits | references
+    target: str  # the referenced name as written
+    line: int
+
+
+@dataclass(slots=True)
+class FileFacts:
+    status: str  # indexed | partial | skipped
+    reason: str | None = None
+    symbols: list[SymbolFact] = field(default_factory=list)
+    edges: list[EdgeFact] = field(default_factory=list)
+
+
+class ParseTimeout(Exception):
+    """The parse of one file exceeded its time bound."""
+
+
+def blake3_hex(data: bytes, length: int = 32) -> str:
+    return blake3.blake3(data).hexdigest(length)
+
+
+@cache
+def _language(grammar: str) -> Language:
+    return get_language(grammar)  # type: ignore[arg-type]
+
+
+@cache
+def _parser(grammar: str) -> Parser:
+    return Parser(_language(grammar))
+
+
+@cache
+def compiled_query(language: str) -> Query:
+    spec = LANGUAGES[language]
+    return Query(_language(spec.grammar), query_source(language))
+
+
+def parse(language: str, data: bytes, timeout_s: float):
+    """Parse ``data``; raise ParseTimeout when the time bound is exceeded."""
+    parser = _parser(LANGUAGES[language].grammar)
+    if len(data) <= 65536:  # small files cannot blow the bound in any realistic way
+        return parser.parse(data)
+    deadline = time.perf_counter() + timeout_s
+    expired = False
+    chunk = 65536
+
+    def read(offset: int, _point) -> bytes:
+        nonlocal expired
+        if time.perf_counter() > deadline:
+            expired = True
+            raise ParseTimeout()
+        return data[offset : offset + chunk]
+
+    try:
+        tree = parser.parse(read)
+    except Exception as exc:  # tree-sitter wraps callback errors in SystemError
+        parser.reset()
+        if expired:
+            raise ParseTimeout() from exc
+        raise
+    if expired or tree is None:
+        raise ParseTimeout()
+    return tree
+
+
+def _line_span(node: Node) -> tuple[int, int]:
+    start = node.start_point[0] + 1
+    end_row, end_col = node.end_point
+    end = end_row if (end_col == 0 and end_row > node.start_point[0]) else end_row + 1
+    return start, end
+
+
+def _text(data: bytes, node: Node) -> str:
+    return data[node.start_byte : node.end_byte].decode("utf-8", errors="replace")
+
+
+@dataclass(slots=True)
+class _Def:
+    node: Node  # the fragment node (wrapper included)
+    kind: str
+    name_node: Node
+    qualifier: str | None
+    is_scope: bool
+
+
+def extract(language: str, data: bytes, timeout_s: float = 5.0) -> FileFacts:
+    """Extract symbols and edges from one file's bytes (pure apart from the clock)."""
+    spec = LANGUAGES[language]
+    try:
+        tree = parse(language, data, timeout_s)
+    except ParseTimeout:
+        return FileFacts(status="skipped", reason="parse-timeout")
+    root = tree.root_node
+    status = "partial" if root.has_error else "indexed"
+
+    defs: dict[tuple[int, int], _Def] = {}
+    refs: list[tuple[str, Node, Node]] = []
+    for _pattern, caps in QueryCursor(compiled_query(language)).matches(root):
+        name_nodes = caps.get("name")
+        if not name_nodes:
+            continue
+        name_node = name_nodes[0]
+        for cap, nodes in caps.items():
+            if cap.startswith("definition.") or cap == "scope":
+                node = nodes[0]
+                parent = node.parent
+                if parent is not None and parent.type in spec.wrappers:
+                    node = parent
+                key = (node.start_byte, node.end_byte)
+                if key in defs:
+                    continue
+                qual = caps.get("qualifier")
+                defs[key] = _Def(
+                    node=node,
+                    kind="scope" if cap == "scope" else cap.split(".", 1)[1],
+                    name_node=name_node,
+                    qualifier=_text(data, qual[0]) if qual else None,
+                    is_scope=cap == "scope",
+                )
+                break
+            if cap.startswith("reference."):
+                refs.append((cap.split(".", 1)[1], nodes[0], name_node))
+                break
+
+    ordered = sorted(defs.values(), key=lambda d: (d.node.start_byte, -d.node.end_byte))
+    symbols: list[SymbolFact] = []
+    # Stack of (end_byte, qualified name, symbol index or -1 for a scope, kind).
+    stack: list[tuple[int, str, int, str]] = []
+    span_index: dict[tuple[int, int], int] = {}
+    for d in ordered:
+        start, end = d.node.start_byte, d.node.end_byte
+        while stack and stack[-1][0] < end:
+            stack.pop()
+        enclosing = stack[-1] if stack else None
+        name = _text(data, d.name_node)
+        if d.qualifier:
+            prefix = d.qualifier
+        else:
+            prefix = enclosing[1] if enclosing else ""
+        qname = f"{prefix}.{name}" if prefix else name
+        parent_idx = -1
+        for entry in reversed(stack):
+            if entry[2] >= 0:
+                parent_idx = entry[2]
+                break
+        if d.is_scope:
+            stack.append((end, qname, -1, "scope"))
+            continue
+        kind = d.kind
+        if kind == "function" and enclosing is not None and (
+            enclosing[3] == "scope" or enclosing[3] in spec.class_kinds
+        ):
+            kind = "method"
+        fragment = data[start:end]
+        ns, ne = d.name_node.start_byte - start, d.name_node.end_byte - start
+        body = fragment[:ns] + fragment[ne:] if 0 <= ns <= ne <= len(fragment) else fragment
+        sl, el = _line_span(d.node)
+        idx = len(symbols)
+        symbols.append(
+            SymbolFact(
+                kind=kind,
+                name=name,
+                qualified_name=qname,
+                ordinal=0,
+                start_byte=start,
+                end_byte=end,
+                start_line=sl,
+                end_line=el,
+                parent=parent_idx,
+                fragment_hash=blake3_hex(fragment),
+                body_hash=blake3_hex(body),
+            )
+        )
+        span_index[(start, end)] = idx
+        stack.append((end, qname, idx, kind))
+
+    symbols = _with_ordinals(symbols)
+    edges = _edges(refs, span_index, data)
+    return FileFacts(status=status, symbols=symbols, edges=edges)
+
+
+def _with_ordinals(symbols: list[SymbolFact]) -> list[SymbolFact]:
+    """Ordinal 0 when (kind, qualified name) is unique in the file, else 1-based."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i, s in enumerate(symbols):
+        groups.setdefault((s.kind, s.qualified_name), []).append(i)
+    out = list(symbols)
+    for members in groups.values():
+        if len(members) > 1:
+            for pos, i in enumerate(members, start=1):
+                s = out[i]
+                out[i] = SymbolFact(
+                    s.kind, s.name, s.qualified_name, pos, s.start_byte, s.end_byte,
+                    s.start_line, s.end_line, s.parent, s.fragment_hash, s.body_hash,
+                )
+    return out
+
+
+def _edges(
+    refs: list[tuple[str, Node, Node]], span_index: dict[tuple[int, int], int], data: bytes
+) -> list[EdgeFact]:
+    """Attach each reference to the innermost symbol whose node contains it."""
+    edges: set[EdgeFact] = set()
+    for kind, node, name_node in refs:
+        owner = -1
+        cur: Node | None = node
+        while cur is not None:
+            idx = span_index.get((cur.start_byte, cur.end_byte))
+            if idx is not None and cur is not node:
+                owner = idx
+                break
+            cur = cur.parent
+        target = _text(data, name_node)
+        edges.add(EdgeFact(owner, EDGE_KINDS.get(kind, "references"), target, node.start_point[0] + 1))
+    return sorted(edges, key=lambda e: (e.line, e.source, e.kind, e.target))

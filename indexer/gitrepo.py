@@ -1,0 +1,215 @@
+"""Git access: repository identity, the current worktree state, and tree inventories.
+
+Everything committed is read from the object database (never by walking the worktree);
+the worktree is read only for dirty paths, with ``git status`` semantics (``.gitignore``
+respected).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+import blake3
+import pygit2
+
+from citegraph.indexer.errors import CitegraphError
+
+MODE_SYMLINK = 0o120000
+MODE_GITLINK = 0o160000
+
+
+@dataclass(frozen=True)
+class RepoIdentity:
+    repository_id: str  # 32 hex
+    kind: str  # remote | local
+    source: str  # the normalised URL or the git-common-dir path
+
+    @property
+    def prefix(self) -> str:
+        return self.repository_id[:16]
+
+
+@dataclass(frozen=True)
+class InventoryEntry:
+    path: str
+    blob_id: str  # git object id (hex)
+    mode: int
+    dirty: bool = False
+
+
+@dataclass(frozen=True)
+class WorktreeState:
+    """HEAD plus the dirty fingerprint: what the exact-current snapshot must describe."""
+
+    head: str
+    dirty_fingerprint: str | None  # None when clean
+    dirty_paths: tuple[tuple[str, str | None], ...]  # (path, blob id or None if deleted)
+
+    @property
+    def dirty(self) -> bool:
+        return self.dirty_fingerprint is not None
+
+
+def normalise_remote_url(url: str) -> tuple[str, bool]:
+    """Credential-free normalised URL and whether it names a network host."""
+    u = url.strip()
+    scp = re.match(r"^(?:[^@/]+@)?([^:/]+):(?!//)(.+)$", u)
+    m = re.match(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://(?:[^@/]*@)?([^/]*)(/.*)?$", u)
+    if m and m.group(1).lower() != "file":
+        host, path = m.group(2).lower(), (m.group(3) or "")
+        hosted = True
+    elif m:  # file://
+        host, path, hosted = "", m.group(3) or "", False
+    elif scp and not os.path.isabs(u) and not re.match(r"^[A-Za-z]:\\", u):
+        host, path, hosted = scp.group(1).lower(), "/" + scp.group(2), True
+    else:
+        host, path, hosted = "", u, False
+    path = re.sub(r"/+", "/", path).rstrip("/")
+    if path.endswith(".git"):
+        path = path[:-4]
+    return (f"{host}{path}" if host else path), hosted
+
+
+def open_repository(path: str | os.PathLike[str]) -> pygit2.Repository:
+    """Open the repository containing ``path`` or raise a one-line error."""
+    p = Path(path)
+    if not p.exists():
+        raise CitegraphError(f"{p}: no such directory", "pass the path of a git repository", code=3)
+    found = pygit2.discover_repository(str(p))
+    if found is None:
+        raise CitegraphError(
+            f"{p}: not a git repository", "run citegraph inside a git worktree or pass its path", code=3
+        )
+    try:
+        return pygit2.Repository(found)
+    except pygit2.GitError as exc:
+        raise CitegraphError(f"{p}: cannot open repository ({exc})", "check the .git directory", code=3) from exc
+
+
+def repository_identity(repo: pygit2.Repository) -> RepoIdentity:
+    try:
+        origin = repo.remotes["origin"]
+        url = origin.url
+    except (KeyError, ValueError):
+        url = None
+    if url:
+        norm, hosted = normalise_remote_url(url)
+        kind = "remote" if hosted else "local"
+        return RepoIdentity(blake3.blake3(norm.encode()).hexdigest(16), kind, norm)
+    common = os.path.realpath(_common_dir(repo))
+    return RepoIdentity(blake3.blake3(common.encode()).hexdigest(16), "local", common)
+
+
+def _common_dir(repo: pygit2.Repository) -> str:
+    # For a linked worktree, repo.path is .git/worktrees/<name>/; commondir points home.
+    gitdir = Path(repo.path)
+    cd = gitdir / "commondir"
+    if cd.exists():
+        return str((gitdir / cd.read_text().strip()).resolve())
+    return str(gitdir.resolve())
+
+
+def workdir(repo: pygit2.Repository) -> Path:
+    if repo.is_bare or repo.workdir is None:
+        raise CitegraphError(
+            f"{repo.path}: bare repository has no worktree",
+            "index a commit with --rev REV, or run in a checkout",
+            code=2,
+        )
+    return Path(repo.workdir)
+
+
+def head_commit(repo: pygit2.Repository) -> str:
+    if repo.head_is_unborn:
+        raise CitegraphError(
+            f"{repo.workdir or repo.path}: repository has no commits yet",
+            "commit something first, then run citegraph index",
+            code=3,
+        )
+    return str(repo.head.target)
+
+
+def resolve_rev(repo: pygit2.Repository, rev: str) -> str:
+    try:
+        obj = repo.revparse_single(rev)
+        commit = obj.peel(pygit2.Commit)
+    except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError) as exc:
+        raise CitegraphError(
+            f"{rev}: not a commit in this repository", "pass a branch, tag or commit id", code=2
+        ) from exc
+    return str(commit.id)
+
+
+def hash_worktree_file(full: Path) -> tuple[str, bytes | None, int]:
+    """(blob id, content or None for a symlink/unreadable, mode) of a worktree path."""
+    st = os.lstat(full)
+    if stat.S_ISLNK(st.st_mode):
+        target = os.readlink(full).encode("utf-8", "surrogateescape")
+        return str(pygit2.hash(target)), None, MODE_SYMLINK
+    data = full.read_bytes()
+    mode = 0o100755 if st.st_mode & 0o111 else 0o100644
+    return str(pygit2.hash(data)), data, mode
+
+
+def worktree_state(repo: pygit2.Repository) -> WorktreeState:
+    """HEAD and the dirty fingerprint (blake3 over sorted (path, content hash))."""
+    head = head_commit(repo)
+    root = workdir(repo)
+    status = repo.status(untracked_files="all", ignored=False)
+    dirty: list[tuple[str, str | None]] = []
+    for path, flags in status.items():
+        if flags & pygit2.GIT_STATUS_IGNORED or flags == pygit2.GIT_STATUS_CURRENT:
+            continue
+        full = root / path
+        if os.path.lexists(full) and not os.path.isdir(full) or os.path.islink(full):
+            try:
+                blob, _, _ = hash_worktree_file(full)
+            except OSError:
+                blob = None
+        else:
+            blob = None
+        dirty.append((path, blob))
+    if not dirty:
+        return WorktreeState(head, None, ())
+    dirty.sort()
+    h = blake3.blake3()
+    for path, blob in dirty:
+        h.update(path.encode("utf-8", "surrogateescape") + b"\0" + (blob or "deleted").encode() + b"\n")
+    return WorktreeState(head, h.hexdigest(16), tuple(dirty))
+
+
+def commit_inventory(repo: pygit2.Repository, commit: str) -> list[InventoryEntry]:
+    """Every blob of a commit's tree (recursively), sorted by path."""
+    tree = repo[commit].peel(pygit2.Tree)
+    out: list[InventoryEntry] = []
+
+    def walk(t: pygit2.Tree, prefix: str) -> None:
+        for e in t:
+            name = e.name
+            path = f"{prefix}{name}"
+            mode = e.filemode
+            if mode == pygit2.GIT_FILEMODE_TREE:
+                try:
+                    sub = repo[e.id]
+                except KeyError:
+                    continue
+                walk(sub, path + "/")
+            else:
+                out.append(InventoryEntry(path, str(e.id), int(mode)))
+
+    walk(tree, "")
+    out.sort(key=lambda x: x.path)
+    return out
+
+
+def commit_tree_file(repo: pygit2.Repository, commit: str, path: str) -> bytes | None:
+    try:
+        tree = repo[commit].peel(pygit2.Tree)
+        entry = tree[path]
+        return repo.odb.read(entry.id)[1]
+    except (KeyError, ValueError):
+        return None

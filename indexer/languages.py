@@ -1,0 +1,65 @@
+"""Language registry: which files are parsed with which grammar and tags query.
+
+The grammars come bundled with tree-sitter-language-pack 0.13 (never downloaded at run
+time); the tags queries are our own, one ``queries/<language>.scm`` per language.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path, PurePosixPath
+
+QUERY_DIR = Path(__file__).parent / "queries"
+
+
+@dataclass(frozen=True)
+class LanguageSpec:
+    """How one language is parsed and how its definitions nest."""
+
+    name: str
+    grammar: str
+    extensions: tuple[str, ...]
+    # Node types that wrap a definition and are syntactically part of it (a Python
+    # decorated_definition): the fragment grows to the wrapper.
+    wrappers: tuple[str, ...] = ()
+    # Symbol kinds whose directly nested functions are methods.
+    class_kinds: frozenset[str] = field(
+        default_factory=lambda: frozenset(
+            {"class", "struct", "interface", "trait", "enum", "object", "impl", "module",
+             "namespace", "protocol", "extension", "record"}
+        )
+    )
+
+
+_SPECS: tuple[LanguageSpec, ...] = (
+    LanguageSpec("python", "python", (".py", ".pyi"), wrappers=("decorated_definition",)),
+    LanguageSpec("typescript", "typescript", (".ts", ".mts", ".cts")),
+    LanguageSpec("tsx", "tsx", (".tsx",)),
+    LanguageSpec("javascript", "javascript", (".js", ".mjs", ".cjs", ".jsx")),
+    LanguageSpec("go", "go", (".go",)),
+    LanguageSpec("rust", "rust", (".rs",)),
+    LanguageSpec("java", "java", (".java",)),
+    LanguageSpec("c", "c", (".c", ".h")),
+    LanguageSpec("cpp", "cpp", (".cc", ".cpp", ".cxx", ".c++", ".hpp", ".hh", ".hxx", ".h++")),
+    LanguageSpec("csharp", "csharp", (".cs",)),
+    LanguageSpec("ruby", "ruby", (".rb", ".rake", ".gemspec")),
+    LanguageSpec("kotlin", "kotlin", (".kt", ".kts")),
+    LanguageSpec("php", "php", (".php",)),
+    LanguageSpec("swift", "swift", (".swift",)),
+    LanguageSpec("scala", "scala", (".scala", ".sc")),
+)
+
+LANGUAGES: dict[str, LanguageSpec] = {s.name: s for s in _SPECS}
+_BY_EXT: dict[str, str] = {ext: s.name for s in _SPECS for ext in s.extensions}
+
+
+def language_for_path(path: str) -> str | None:
+    """The language a repository path is parsed as, or None (inventoried only)."""
+    suffix = PurePosixPath(path).suffix.lower()
+    return _BY_EXT.get(suffix)
+
+
+@cache
+def query_source(language: str) -> str:
+    return (QUERY_DIR / f"{language}.scm").read_text(encoding="utf-8")
