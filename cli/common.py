@@ -1,0 +1,55 @@
+"""Shared CLI plumbing: the data home option, JSON output and one-line errors."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from citegraph.graph.store import Home
+from citegraph.indexer.errors import CitegraphError
+
+
+def get_home(ctx: click.Context) -> Home:
+    root = ctx.find_root().params.get("home")
+    return Home.open(root)
+
+
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=None, sort_keys=False, default=str))
+
+
+def fail(err: CitegraphError) -> None:
+    click.echo(err.line(), err=True)
+    sys.exit(err.code)
+
+
+def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Expected errors → one line and an exit code; Ctrl-C → 130; bugs → one line too."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except CitegraphError as err:
+            fail(err)
+        except KeyboardInterrupt:
+            click.echo("citegraph: interrupted — nothing was published; run the command again", err=True)
+            sys.exit(130)
+        except BrokenPipeError:
+            sys.exit(0)
+        except OSError as exc:
+            if os.environ.get("CITEGRAPH_DEBUG"):
+                traceback.print_exc()
+            msg = exc.strerror or str(exc)
+            fname = f"{exc.filename}: " if exc.filename else ""
+            click.echo(f"citegraph: {fname}{msg} — check disk space and permissions, then retry", err=True)
+            sys.exit(3)
+
+    return wrapper

@@ -1,0 +1,131 @@
+"""index, status, symbols, find, gc: thin wrappers over citegraph.graph."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from citegraph.cli.common import emit_json, get_home, handle_errors
+from citegraph.graph import queries
+from citegraph.graph.retention import collect
+from citegraph.graph.snapshot_builder import build_snapshot
+
+
+@click.command()
+@click.argument("path", default=".", type=click.Path(file_okay=False))
+@click.option("--rev", help="Index this commit (read from the object database) instead of the worktree.")
+@click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.pass_context
+@handle_errors
+def index(ctx: click.Context, path: str, rev: str | None, as_json: bool, quiet: bool) -> None:
+    """Build (or reuse) the snapshot of the worktree's current state, or of --rev."""
+    home = get_home(ctx)
+    show = not quiet and not as_json and sys.stderr.isatty()
+    bar = None
+
+    def progress(done: int, total: int) -> None:
+        nonlocal bar
+        if not show or total < 200:
+            return
+        if bar is None:
+            bar = click.progressbar(length=total, label="indexing", file=sys.stderr)
+            bar.__enter__()
+        bar.update(done - bar.pos)
+
+    def waiting() -> None:
+        if not quiet and not as_json:
+            click.echo("citegraph: waiting for another build of this repository…", err=True)
+
+    try:
+        res = build_snapshot(path, home, rev=rev, progress=progress, on_wait=waiting)
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
+    if as_json:
+        emit_json(res.to_json())
+    elif not quiet:
+        how = "reused" if res.reused else f"built in {res.seconds:.2f}s"
+        state = "overlay (dirty worktree)" if res.dirty else "commit"
+        click.echo(f"{res.snapshot_id} {state} {res.commit[:12]}: {res.files} files, "
+                   f"{res.symbols} symbols, {how}")
+
+
+@click.command()
+@click.argument("path", default=".", type=click.Path(file_okay=False))
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handle_errors
+def status(ctx: click.Context, path: str, as_json: bool) -> None:
+    """Repository identity, HEAD, dirty state, snapshots and exact-current readiness."""
+    data = queries.status(path, get_home(ctx))
+    if as_json:
+        emit_json(data)
+        return
+    click.echo(f"repository {data['repository_id']} ({data['repository_kind']})")
+    click.echo(f"head       {data['head']}{' + dirty worktree' if data['dirty'] else ''}")
+    cur = data["snapshot_id"] or "none — run citegraph index"
+    click.echo(f"exact-current snapshot: {cur}")
+    for s in data["snapshots"][-10:]:
+        click.echo(f"  {s['snapshot_id']} {s['state']:8} {s['kind']:7} {s['commit'][:12]}"
+                   f"{' files=' + str(s.get('files')) if s.get('files') is not None else ''}")
+    if data.get("coverage"):
+        for lang, c in data["coverage"].items():
+            click.echo(f"  {lang:12} indexed={c['indexed']} partial={c['partial']} skipped={c['skipped']}")
+
+
+@click.command()
+@click.argument("file", type=click.Path())
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handle_errors
+def symbols(ctx: click.Context, file: str, as_json: bool) -> None:
+    """List the symbols of FILE in the exact-current snapshot (handles to cite)."""
+    full = Path(file).resolve() if not os.path.isabs(file) else Path(file)
+    rows = queries.symbols_of_file(full, get_home(ctx))
+    if as_json:
+        emit_json({"symbols": rows})
+        return
+    for s in rows:
+        click.echo(f"{s['start_line']:>5}-{s['end_line']:<5} {s['kind']:10} {s['qualified_name']}  {s['handle']}")
+
+
+@click.command()
+@click.argument("name")
+@click.option("--repo", "repo_path", default=".", type=click.Path(file_okay=False))
+@click.option("--limit", default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handle_errors
+def find(ctx: click.Context, name: str, repo_path: str, limit: int, as_json: bool) -> None:
+    """Search symbols by name or qualified name in the exact-current snapshot."""
+    rows = queries.find_symbols(repo_path, get_home(ctx), name, limit)
+    if as_json:
+        emit_json({"symbols": rows})
+        return
+    if not rows:
+        click.echo(f"no symbol named {name!r}", err=True)
+    for s in rows:
+        click.echo(f"{s['path']}::{s['qualified_name']}  {s['kind']}  L{s['start_line']}-{s['end_line']}  {s['handle']}")
+
+
+@click.command()
+@click.option("--keep-last", default=5, show_default=True)
+@click.option("--dry-run", is_flag=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handle_errors
+def gc(ctx: click.Context, keep_last: int, dry_run: bool, as_json: bool) -> None:
+    """Retire snapshots that are not exact-current, among the last N, or pinned by a workset."""
+    res = collect(get_home(ctx), keep_last=keep_last, dry_run=dry_run)
+    if as_json:
+        emit_json(res)
+    else:
+        click.echo(f"{'would retire' if dry_run else 'retired'} {len(res['retired'])} snapshot(s), "
+                   f"kept {len(res['kept'])}")
+
+
+COMMANDS = [index, status, symbols, find, gc]

@@ -1,0 +1,71 @@
+"""Read-side queries behind ``status``, ``symbols`` and ``find``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from citegraph.graph.current import CurrentState, current_state
+from citegraph.graph.snapshot_reader import Snapshot
+from citegraph.graph.store import Home
+from citegraph.indexer import gitrepo
+from citegraph.indexer.errors import CitegraphError
+
+PUBLIC_SYMBOL_FIELDS = ("handle", "language", "kind", "name", "qualified_name", "path",
+                        "start_line", "end_line")
+
+
+def status(path: str | os.PathLike[str], home: Home) -> dict[str, Any]:
+    cur = current_state(path, home)
+    snaps = []
+    for e in cur.store.entries():
+        snaps.append({k: e.get(k) for k in ("snapshot_id", "state", "kind", "commit", "dirty_fingerprint",
+                                             "files", "symbols", "published_at", "reason")})
+    coverage = cur.entry.get("coverage") if cur.exact_current and cur.entry else None
+    return {
+        "repository_id": cur.identity.repository_id,
+        "repository_kind": cur.identity.kind,
+        "head": cur.head,
+        "dirty": cur.dirty,
+        "exact_current": cur.exact_current,
+        "snapshot_id": cur.snapshot_id if cur.exact_current else None,
+        "snapshots": snaps,
+        "coverage": coverage,
+    }
+
+
+def require_current(cur: CurrentState) -> None:
+    if not cur.exact_current:
+        state = cur.entry["state"] if cur.entry else "not built"
+        raise CitegraphError(
+            f"no exact-current snapshot for this repository state ({state})",
+            "run citegraph index first", code=1, retryable=True)
+
+
+def public_symbol(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: row[k] for k in PUBLIC_SYMBOL_FIELDS}
+
+
+def symbols_of_file(file: Path, home: Home) -> list[dict[str, Any]]:
+    start = file.parent if not file.is_dir() else file
+    while not start.exists() and start != start.parent:
+        start = start.parent
+    cur = current_state(start, home)
+    root = Path(gitrepo.workdir(cur.repo)).resolve()
+    try:
+        rel = Path(os.path.realpath(file.parent)).joinpath(file.name).relative_to(root).as_posix()
+    except ValueError:
+        raise CitegraphError(f"{file}: outside the repository {root}", "pass a file inside it", code=2) from None
+    require_current(cur)
+    with Snapshot.open(cur.store, cur.snapshot_id, cur.repo) as snap:
+        if snap.file(rel) is None:
+            raise CitegraphError(f"{rel}: not in the snapshot", "check the path (is it ignored?)", code=2)
+        return [public_symbol(s) for s in snap.symbols_in(rel)]
+
+
+def find_symbols(repo_path: str | os.PathLike[str], home: Home, name: str, limit: int = 50) -> list[dict[str, Any]]:
+    cur = current_state(repo_path, home)
+    require_current(cur)
+    with Snapshot.open(cur.store, cur.snapshot_id, cur.repo) as snap:
+        return [public_symbol(s) for s in snap.find(name, limit)]

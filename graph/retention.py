@@ -1,0 +1,84 @@
+"""Garbage collection of snapshots: keep exact-current, the last N, and pinned ones."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from citegraph.graph.store import Home, atomic_write_json, pid_alive
+from citegraph.indexer.errors import CitegraphError
+
+KEEP_LAST = 5
+
+
+def pinned_ids(home: Home) -> set[str]:
+    """Snapshot ids pinned by worksets (written by ``workset prepare``)."""
+    try:
+        data = json.loads((home.root / "pins.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return set()
+    return {sid for ids in data.values() for sid in ids}
+
+
+def set_pins(home: Home, owner: str, snapshot_ids: list[str]) -> None:
+    path = home.root / "pins.json"
+    try:
+        data = json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        data = {}
+    data[owner] = sorted(set(snapshot_ids))
+    atomic_write_json(path, data)
+
+
+def _exact_current_ids(home: Home, worktrees: list[str]) -> set[str]:
+    from citegraph.graph.current import current_state
+
+    keep = set()
+    for wt in worktrees:
+        try:
+            keep.add(current_state(wt, home).snapshot_id)
+        except (CitegraphError, OSError):
+            continue
+    return keep
+
+
+def collect(home: Home, keep_last: int = KEEP_LAST, dry_run: bool = False) -> dict[str, list[str]]:
+    """Retire snapshots outside the policy; returns {"retired": [...], "kept": [...]}."""
+    retired, kept = [], []
+    pins = pinned_ids(home)
+    for rid in home.repo_ids():
+        rs = home.repo(rid)
+        keep = pins | _exact_current_ids(home, rs.repo_info().get("worktrees", []))
+        ready = [e for e in rs.entries() if e["state"] == "ready"]
+        ready.sort(key=lambda e: e.get("published_at", 0), reverse=True)
+        keep |= {e["snapshot_id"] for e in ready[:keep_last]}
+        for e in rs.entries():
+            sid = e["snapshot_id"]
+            if e["state"] == "ready" and sid not in keep:
+                if not dry_run:
+                    rs.snapshot_path(sid).unlink(missing_ok=True)
+                    e["state"] = "retired"
+                    rs.write_entry(e)
+                retired.append(sid)
+            elif e["state"] == "failed" and not dry_run:
+                rs.catalog_path(sid).unlink(missing_ok=True)
+                retired.append(sid)
+            elif e["state"] == "ready":
+                kept.append(sid)
+        for tmp in (rs.root / "tmp").glob("*.duckdb*") if (rs.root / "tmp").exists() else []:
+            pid = _pid_of_tmp(tmp)
+            if pid is None or not pid_alive(pid):
+                if not dry_run:
+                    tmp.unlink(missing_ok=True)
+    return {"retired": sorted(retired), "kept": sorted(kept)}
+
+
+def _pid_of_tmp(path: Path) -> int | None:
+    parts = path.name.split(".")
+    for p in parts[1:]:
+        if p.isdigit():
+            return int(p)
+    return None
+
+
+
