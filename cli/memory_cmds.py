@@ -1,0 +1,172 @@
+"""remember, show, list, history, archive, forget, validate: thin wrappers over
+citegraph.memory.api."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from citegraph.cli.common import emit_json, get_home, handle_errors
+from citegraph.memory import api
+from citegraph.memory.store import MemoryStore
+
+
+@click.command()
+@click.option("--text", required=True, help="The claim to remember (stored and shown as quoted data).")
+@click.option("--kind", type=click.Choice(["durable", "handoff"]), default="durable", show_default=True)
+@click.option("--project", default="default", show_default=True)
+@click.option("--topic", help="Stable topic: writing the same (project, topic) again makes a new revision.")
+@click.option("--code-ref", "refs", multiple=True, help="File, path#L10-L24, path::Qualified.name, cgs_… or cgr_… (≤ 8).")
+@click.option("--repo", "repo", default=".", type=click.Path(file_okay=False), show_default=True)
+@click.option("--supersedes", help="Id of the memory this one replaces.")
+@click.option("--source-commit", help="Legacy provenance: the commit the claim was made at.")
+@click.option("--author")
+@click.option("--agent-id")
+@click.option("--session-id")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handle_errors
+def remember(ctx: click.Context, text: str, kind: str, project: str, topic: str | None, refs: tuple[str, ...],
+             repo: str, supersedes: str | None, source_commit: str | None, author: str | None,
+             agent_id: str | None, session_id: str | None, as_json: bool) -> None:
+    """Store a memory with code citations resolved against the exact-current snapshot."""
+    res = api.remember(get_home(ctx), text, repo=repo, refs=list(refs), kind=kind, project=project, topic=topic,
+                       author=author, agent_id=agent_id, session_id=session_id, supersedes=supersedes,
+                       source_commit=source_commit)
+    if as_json:
+        emit_json(res)
+        return
+    click.echo(f"{res['id']} revision {res['revision']} ({len(res['citations'])} citation(s))")
+    for c in res["citations"]:
+        click.echo(f"  {c['id']} {c['kind']:6} {c['ref']}{'  [dirty]' if c['dirty'] else ''}")
+    if res["cleared_citations"]:
+        click.echo(f"  cleared {res['cleared_citations']} citation(s) of the previous revision "
+                   "(new text, no refs: evidence is not inherited)")
+
+
+@click.command()
+@click.argument("memory_id")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handle_errors
+def show(ctx: click.Context, memory_id: str, as_json: bool) -> None:
+    """Show one memory and its citations (receipts)."""
+    with MemoryStore.open(get_home(ctx)) as ms:
+        mem = ms.require(memory_id)
+    if as_json:
+        emit_json(mem.to_json())
+        return
+    click.echo(f"{mem.id} [{mem.kind}, {mem.status}] {mem.project}/{mem.topic} revision {mem.revision}")
+    click.echo(f"  text: {json.dumps(mem.text, ensure_ascii=False)}")
+    for r in mem.citations:
+        click.echo(f"  {r.id} {r.kind:6} {r.ref}  @ {r.commit[:12]}{' dirty' if r.dirty else ''}")
+
+
+@click.command(name="list")
+@click.option("--project")
+@click.option("--all", "include_archived", is_flag=True, help="Include archived memories.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handle_errors
+def list_(ctx: click.Context, project: str | None, include_archived: bool, as_json: bool) -> None:
+    """List memories."""
+    with MemoryStore.open(get_home(ctx)) as ms:
+        mems = api.select_memories(ms, None, project, include_archived)
+    if as_json:
+        emit_json({"memories": [m.to_json() for m in mems]})
+        return
+    for m in mems:
+        click.echo(f"{m.id} {m.kind:8} {m.project}/{m.topic} r{m.revision} {len(m.citations)} cit. "
+                   f"{json.dumps(m.text[:60], ensure_ascii=False)}")
+
+
+@click.command()
+@click.argument("memory_id")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handle_errors
+def history(ctx: click.Context, memory_id: str, as_json: bool) -> None:
+    """All revisions of a memory (append-only)."""
+    with MemoryStore.open(get_home(ctx)) as ms:
+        revs = ms.history(memory_id)
+    if as_json:
+        emit_json({"id": memory_id, "revisions": revs})
+        return
+    for r in revs:
+        click.echo(f"r{r['revision']} {len(r['citation_ids'])} cit. {json.dumps(r['text'], ensure_ascii=False)}")
+
+
+@click.command()
+@click.argument("memory_id")
+@click.pass_context
+@handle_errors
+def archive(ctx: click.Context, memory_id: str) -> None:
+    """Archive a memory (kept, no longer recalled)."""
+    with MemoryStore.open(get_home(ctx)) as ms:
+        mem = ms.set_status(memory_id, "archived")
+    click.echo(f"{mem.id} archived")
+
+
+@click.command()
+@click.argument("memory_id")
+@click.option("--yes", is_flag=True, help="Confirm the deletion.")
+@click.pass_context
+@handle_errors
+def forget(ctx: click.Context, memory_id: str, yes: bool) -> None:
+    """Delete a memory and all its revisions (the only way anything is deleted)."""
+    if not yes:
+        click.echo("citegraph: forget deletes every revision — pass --yes to confirm", err=True)
+        sys.exit(2)
+    with MemoryStore.open(get_home(ctx)) as ms:
+        ms.forget(memory_id)
+    click.echo(f"{memory_id} forgotten")
+
+
+FAIL_ON = {"stale": {"stale"}, "unknown": {"stale", "unknown"}}
+
+
+@click.command()
+@click.option("--all", "all_", is_flag=True, help="Every active memory (the default).")
+@click.option("--memory", "memory_ids", multiple=True)
+@click.option("--project")
+@click.option("--repo", "repos", multiple=True, type=click.Path(file_okay=False),
+              help="Repositories in scope (default: the one at the current directory).")
+@click.option("--at", "at", help="Validate against the snapshot of this indexed commit (offline/CI).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "jsonl"]), default="text", show_default=True)
+@click.option("--fail-on", type=click.Choice(["stale", "unknown"]))
+@click.pass_context
+@handle_errors
+def validate(ctx: click.Context, all_: bool, memory_ids: tuple[str, ...], project: str | None,
+             repos: tuple[str, ...], at: str | None, fmt: str, fail_on: str | None) -> None:
+    """Check every citation against the exact current code: exact, relocated, changed,
+    deleted or unknown."""
+    if all_ and memory_ids:
+        raise click.UsageError("--all and --memory are exclusive")
+    report = api.validate_memories(get_home(ctx), memory_ids=list(memory_ids) or None, project=project,
+                                   repo_paths=list(repos) or None, at=at)
+    data = report.to_json()
+    if fmt == "json":
+        emit_json(data)
+    elif fmt == "jsonl":
+        for m in data["memories"]:
+            emit_json(m)
+    else:
+        for m in data["memories"]:
+            click.echo(f"{m['id']} {m['freshness']:7} {m['status'] or '-':9}"
+                       f"{' (' + m['reason'] + ')' if m.get('reason') else ''}")
+            for c in m["citations"]:
+                loc = ""
+                if c["observed"] and (c["outcome"] == "relocated" or c["observed"]["path"] != c["path"]):
+                    o = c["observed"]
+                    loc = f" → {o['path']}" + (f"#L{o['start_line']}-L{o['end_line']}" if o["start_line"] else "")
+                why = f" ({c['reason']})" if c["reason"] else ""
+                click.echo(f"  {c['outcome']:9} {c['ref']}{why}{loc}")
+        s = data["summary"]
+        click.echo("summary: " + ", ".join(f"{k}={v}" for k, v in s.items()))
+    if fail_on and any(m["freshness"] in FAIL_ON[fail_on] for m in data["memories"]):
+        sys.exit(1)
+
+
+COMMANDS = [remember, show, list_, history, archive, forget, validate]

@@ -1,0 +1,356 @@
+"""The memory store: memories, append-only revisions, citations (receipts), recall terms
+and the observation cache, in one DuckDB file.
+
+Connections are short-lived (open, one transaction, close) because a DuckDB file opened
+read-write by one process excludes every other process; a busy store is retried for a
+bounded time and then reported as a retryable error.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import blake3
+import duckdb
+import pyarrow as pa
+
+from citegraph.graph.store import Home
+from citegraph.indexer.errors import CitegraphError
+from citegraph.validator.model import Observation, Observed, Receipt
+
+MEMORY_SCHEMA_VERSION = 1
+LOCK_WAIT_S = 10.0
+NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+TOKEN_RE = re.compile(r"[A-Za-z0-9_]+")
+
+RECEIPT_FIELDS = [f.name for f in fields(Receipt)]
+
+DDL = f"""
+CREATE TABLE IF NOT EXISTS meta(key VARCHAR PRIMARY KEY, value VARCHAR);
+CREATE TABLE IF NOT EXISTS memories(id VARCHAR PRIMARY KEY, project VARCHAR NOT NULL,
+  topic VARCHAR NOT NULL, kind VARCHAR NOT NULL, status VARCHAR NOT NULL, text VARCHAR NOT NULL,
+  revision INTEGER NOT NULL, created_at DOUBLE, updated_at DOUBLE, author VARCHAR,
+  agent_id VARCHAR, session_id VARCHAR, supersedes VARCHAR, superseded_by VARCHAR,
+  source_commit VARCHAR, legacy BOOLEAN DEFAULT FALSE, schema_version INTEGER, doc_len INTEGER);
+CREATE TABLE IF NOT EXISTS revisions(memory_id VARCHAR NOT NULL, revision INTEGER NOT NULL,
+  text VARCHAR NOT NULL, kind VARCHAR, created_at DOUBLE, author VARCHAR, agent_id VARCHAR,
+  session_id VARCHAR, citation_ids VARCHAR, cleared INTEGER);
+CREATE TABLE IF NOT EXISTS citations(memory_id VARCHAR NOT NULL, revision INTEGER NOT NULL,
+  position INTEGER NOT NULL, {", ".join(f"{n} VARCHAR" if n not in ("dirty", "start_line", "end_line", "ordinal", "start_byte", "end_byte") else (f"{n} BOOLEAN" if n == "dirty" else f"{n} BIGINT") for n in RECEIPT_FIELDS)});
+CREATE TABLE IF NOT EXISTS terms(memory_id VARCHAR NOT NULL, term VARCHAR NOT NULL, tf INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS observations(snapshot_id VARCHAR NOT NULL, citation_id VARCHAR NOT NULL,
+  outcome VARCHAR NOT NULL, reason VARCHAR, path VARCHAR, start_line BIGINT, end_line BIGINT,
+  handle VARCHAR, PRIMARY KEY(snapshot_id, citation_id));
+CREATE TABLE IF NOT EXISTS worksets(name VARCHAR PRIMARY KEY, created_at DOUBLE);
+CREATE TABLE IF NOT EXISTS workset_members(workset VARCHAR NOT NULL, path VARCHAR NOT NULL,
+  repository_id VARCHAR, added_at DOUBLE);
+CREATE TABLE IF NOT EXISTS workset_pins(workset VARCHAR NOT NULL, path VARCHAR NOT NULL,
+  repository_id VARCHAR, snapshot_id VARCHAR, state VARCHAR, reason VARCHAR, prepared_at DOUBLE);
+"""
+INDEXES = """
+CREATE INDEX IF NOT EXISTS citations_mem ON citations(memory_id);
+CREATE INDEX IF NOT EXISTS terms_term ON terms(term);
+CREATE INDEX IF NOT EXISTS memories_project ON memories(project);
+"""
+
+
+def check_name(what: str, value: str) -> str:
+    if not NAME_RE.match(value or "") or set(value) == {"."}:
+        raise CitegraphError(f"invalid {what} {value!r}",
+                             "use letters, digits, _ - . (at most 128 characters, not only dots)",
+                             code=2, kind="invalid-name")
+    return value
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased word tokens; identifiers are also split at _ and camelCase."""
+    out: list[str] = []
+    for tok in TOKEN_RE.findall(text):
+        low = tok.lower()
+        out.append(low)
+        parts = [p for p in re.split(r"_|(?<=[a-z0-9])(?=[A-Z])", tok) if p]
+        if len(parts) > 1:
+            out.extend(p.lower() for p in parts)
+    return out
+
+
+def memory_id_for(project: str, topic: str) -> str:
+    return "cgm_" + blake3.blake3(f"{project}\0{topic}".encode()).hexdigest(8)
+
+
+@dataclass
+class Memory:
+    id: str
+    project: str
+    topic: str
+    kind: str
+    status: str
+    text: str
+    revision: int
+    created_at: float
+    updated_at: float
+    author: str | None = None
+    agent_id: str | None = None
+    session_id: str | None = None
+    supersedes: str | None = None
+    superseded_by: str | None = None
+    source_commit: str | None = None
+    legacy: bool = False
+    citations: list[Receipt] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["citations"] = [{"id": r.id, "ref": r.ref, "kind": r.kind, "path": r.path, "handle": r.handle,
+                           "repository_id": r.repository_id, "commit": r.commit, "dirty": r.dirty,
+                           "start_line": r.start_line, "end_line": r.end_line} for r in self.citations]
+        return d
+
+
+MEMORY_COLS = ("id", "project", "topic", "kind", "status", "text", "revision", "created_at", "updated_at",
+               "author", "agent_id", "session_id", "supersedes", "superseded_by", "source_commit", "legacy")
+
+
+class MemoryStore:
+    """One short-lived connection to the memory store."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+
+    @classmethod
+    @contextmanager
+    def open(cls, home: Home, read_only: bool = False, wait_s: float = LOCK_WAIT_S) -> Iterator[MemoryStore]:
+        path = home.memory_db
+        if read_only and not path.exists():
+            read_only = False  # first use creates it
+        deadline = time.monotonic() + wait_s
+        delay = 0.005
+        while True:
+            try:
+                con = duckdb.connect(str(path), read_only=read_only)
+                break
+            except duckdb.IOException as exc:
+                if "lock" not in str(exc).lower() and "conflicting" not in str(exc).lower():
+                    raise CitegraphError(f"{path}: memory store unreadable ({exc})",
+                                         "move the file aside or choose another --home", code=3) from exc
+                if time.monotonic() > deadline:
+                    raise CitegraphError("the memory store is busy (another citegraph process holds it)",
+                                         "retry in a moment", code=1, retryable=True, kind="busy") from exc
+                time.sleep(delay)
+                delay = min(delay * 2, 0.1)
+            except duckdb.Error as exc:
+                raise CitegraphError(f"{path}: not a citegraph memory store ({exc})",
+                                     "move the file aside or choose another --home", code=3) from exc
+        try:
+            store = cls(con)
+            if not read_only:
+                store._migrate()
+            else:
+                store._check_version()
+            yield store
+        finally:
+            con.close()
+
+    # --- schema ----------------------------------------------------------------------------
+
+    def _check_version(self) -> None:
+        try:
+            rows = self.con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchall()
+        except duckdb.Error as exc:
+            raise CitegraphError("memory store has no schema", "run a write command once (remember)", code=3) from exc
+        version = int(rows[0][0]) if rows else 0
+        if version > MEMORY_SCHEMA_VERSION:
+            raise CitegraphError(f"memory store schema {version} is newer than this citegraph",
+                                 "upgrade citegraph or use another --home", code=3)
+
+    def _migrate(self) -> None:
+        tables = {r[0] for r in self.con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        if tables and "meta" not in tables:
+            raise CitegraphError("memory store file holds foreign tables",
+                                 "move the file aside or choose another --home", code=3)
+        if "meta" in tables:
+            self._check_version()
+        self.con.execute(DDL)
+        self.con.execute(INDEXES)
+        self.con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(MEMORY_SCHEMA_VERSION)])
+
+    # --- writes ------------------------------------------------------------------------------
+
+    def remember(self, text: str, *, kind: str = "durable", project: str = "default", topic: str | None = None,
+                 receipts: list[Receipt] | None = None, author: str | None = None, agent_id: str | None = None,
+                 session_id: str | None = None, source_commit: str | None = None,
+                 supersedes: str | None = None, legacy: bool = False, now: float | None = None
+                 ) -> tuple[Memory, int]:
+        """Create or revise the (project, topic) memory; returns (memory, citations cleared)."""
+        if not text or not text.strip():
+            raise CitegraphError("memory text is empty", "pass --text with the claim to remember", code=2)
+        if kind not in ("durable", "handoff"):
+            raise CitegraphError(f"invalid kind {kind!r}", "use durable or handoff", code=2)
+        check_name("project", project)
+        if topic is not None:
+            check_name("topic", topic)
+        receipts = receipts or []
+        now = time.time() if now is None else now
+        mid = memory_id_for(project, topic) if topic else "cgm_" + uuid.uuid4().hex[:16]
+        topic = topic or mid[4:]
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            prev = self.con.execute("SELECT revision, created_at FROM memories WHERE id = ?", [mid]).fetchall()
+            cleared = 0
+            if prev:
+                revision = prev[0][0] + 1
+                created = prev[0][1]
+                cleared = self.con.execute("SELECT count(*) FROM citations WHERE memory_id = ? AND revision = ?",
+                                           [mid, prev[0][0]]).fetchall()[0][0]
+                cleared = cleared if not receipts else 0
+                self.con.execute("DELETE FROM memories WHERE id = ?", [mid])
+                self.con.execute("DELETE FROM terms WHERE memory_id = ?", [mid])
+            else:
+                revision, created = 1, now
+            toks = tokenize(f"{text} {topic} {project}")
+            self.con.execute(
+                f"INSERT INTO memories ({', '.join(MEMORY_COLS)}, schema_version, doc_len) VALUES "
+                f"({', '.join('?' * (len(MEMORY_COLS) + 2))})",
+                [mid, project, topic, kind, "active", text, revision, created, now, author, agent_id, session_id,
+                 supersedes, None, source_commit, legacy, MEMORY_SCHEMA_VERSION, len(toks)])
+            self.con.execute("INSERT INTO revisions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                             [mid, revision, text, kind, now, author, agent_id, session_id,
+                              json.dumps([r.id for r in receipts]), cleared])
+            if receipts:
+                cols: dict[str, list] = {"memory_id": [], "revision": [], "position": []}
+                cols.update({n: [] for n in RECEIPT_FIELDS})
+                for pos, r in enumerate(receipts):
+                    cols["memory_id"].append(mid)
+                    cols["revision"].append(revision)
+                    cols["position"].append(pos)
+                    for n in RECEIPT_FIELDS:
+                        cols[n].append(getattr(r, n))
+                self._bulk("citations", cols)
+            counts = Counter(toks)
+            if counts:
+                self._bulk("terms", {"memory_id": [mid] * len(counts), "term": list(counts),
+                                     "tf": list(counts.values())})
+            if supersedes:
+                self.con.execute("UPDATE memories SET superseded_by = ? WHERE id = ?", [mid, supersedes])
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        mem = self.get(mid)
+        assert mem is not None
+        return mem, int(cleared)
+
+    def _bulk(self, table: str, cols: dict[str, list]) -> None:
+        t = pa.table(cols)
+        self.con.register("_src", t)
+        try:
+            self.con.execute(f"INSERT INTO {table} ({', '.join(cols)}) SELECT * FROM _src")
+        finally:
+            self.con.unregister("_src")
+
+    def set_status(self, memory_id: str, status: str) -> Memory:
+        mem = self.require(memory_id)
+        self.con.execute("UPDATE memories SET status = ?, updated_at = ? WHERE id = ?", [status, time.time(), mem.id])
+        return self.require(mem.id)
+
+    def forget(self, memory_id: str) -> int:
+        mem = self.require(memory_id)
+        self.con.execute("BEGIN TRANSACTION")
+        for table, col in (("memories", "id"), ("revisions", "memory_id"), ("citations", "memory_id"),
+                           ("terms", "memory_id")):
+            self.con.execute(f"DELETE FROM {table} WHERE {col} = ?", [mem.id])
+        self.con.execute("UPDATE memories SET superseded_by = NULL WHERE superseded_by = ?", [mem.id])
+        self.con.execute("COMMIT")
+        return 1
+
+    # --- reads -------------------------------------------------------------------------------
+
+    def require(self, memory_id: str) -> Memory:
+        mem = self.get(memory_id)
+        if mem is None:
+            raise CitegraphError(f"no memory {memory_id}", "list memories with citegraph list", code=2)
+        return mem
+
+    def get(self, memory_id: str) -> Memory | None:
+        mems = self.load(where="id = ?", params=[memory_id])
+        if not mems and not memory_id.startswith("cgm_"):
+            return None
+        return mems[0] if mems else None
+
+    def load(self, where: str = "TRUE", params: list[Any] | None = None, order: str = "updated_at DESC",
+             limit: int | None = None) -> list[Memory]:
+        sql = f"SELECT {', '.join(MEMORY_COLS)} FROM memories WHERE {where} ORDER BY {order}"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        rows = self.con.execute(sql, params or []).fetchall()
+        mems = [Memory(*row) for row in rows]
+        self.attach_citations(mems)
+        return mems
+
+    def attach_citations(self, mems: list[Memory]) -> None:
+        if not mems:
+            return
+        ids = pa.table({"id": [m.id for m in mems], "rev": [m.revision for m in mems]})
+        self.con.register("_ids", ids)
+        try:
+            rows = self.con.execute(
+                f"SELECT c.memory_id, {', '.join('c.' + n for n in RECEIPT_FIELDS)} FROM citations c "
+                "JOIN _ids i ON c.memory_id = i.id AND c.revision = i.rev ORDER BY c.memory_id, c.position"
+            ).fetchall()
+        finally:
+            self.con.unregister("_ids")
+        by_id = {m.id: m for m in mems}
+        for row in rows:
+            by_id[row[0]].citations.append(Receipt(**dict(zip(RECEIPT_FIELDS, row[1:], strict=True))))
+
+    def history(self, memory_id: str) -> list[dict[str, Any]]:
+        mem_rows = self.con.execute("SELECT id FROM memories WHERE id = ?", [memory_id]).fetchall()
+        rows = self.con.execute(
+            "SELECT revision, text, kind, created_at, author, agent_id, session_id, citation_ids, cleared "
+            "FROM revisions WHERE memory_id = ? ORDER BY revision", [memory_id]).fetchall()
+        if not rows and not mem_rows:
+            raise CitegraphError(f"no memory {memory_id}", "list memories with citegraph list", code=2)
+        return [{"revision": r[0], "text": r[1], "kind": r[2], "created_at": r[3], "author": r[4],
+                 "agent_id": r[5], "session_id": r[6], "citation_ids": json.loads(r[7] or "[]"),
+                 "cleared": r[8]} for r in rows]
+
+    # --- observation cache (validator.validate.ObservationCache) ----------------------------
+
+    def get_many(self, snapshot_id: str, citation_ids: list[str]) -> dict[str, Observation]:
+        if not citation_ids:
+            return {}
+        self.con.register("_cids", pa.table({"c": citation_ids}))
+        try:
+            rows = self.con.execute(
+                "SELECT citation_id, outcome, reason, path, start_line, end_line, handle FROM observations o "
+                "SEMI JOIN _cids c ON o.citation_id = c.c WHERE snapshot_id = ?", [snapshot_id]).fetchall()
+        finally:
+            self.con.unregister("_cids")
+        return {r[0]: Observation(r[0], r[1], r[2], Observed(r[3], r[4], r[5], r[6]) if r[3] else None)
+                for r in rows}
+
+    def put_many(self, snapshot_id: str, observations: list[Observation]) -> None:
+        if not observations or getattr(self, "_read_only", False):
+            return
+        cols = {"snapshot_id": [], "citation_id": [], "outcome": [], "reason": [], "path": [],
+                "start_line": [], "end_line": [], "handle": []}
+        for o in observations:
+            ob = o.observed
+            for k, v in zip(cols, (snapshot_id, o.citation_id, o.outcome, o.reason, ob.path if ob else None,
+                                   ob.start_line if ob else None, ob.end_line if ob else None,
+                                   ob.handle if ob else None), strict=True):
+                cols[k].append(v)
+        try:
+            self.con.register("_obs", pa.table(cols))
+            self.con.execute("INSERT OR IGNORE INTO observations SELECT * FROM _obs")
+        except duckdb.Error:
+            pass  # a cache: a read-only or busy store simply does not remember
+        finally:
+            self.con.unregister("_obs")

@@ -1,0 +1,161 @@
+"""Capture: resolve code refs against the exact-current ready snapshot into receipts.
+
+Capture never starts indexing, is atomic (one bad ref fails all), and detects races by
+reading the repository state before and after resolving.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import blake3
+
+from citegraph.graph.current import CurrentState, current_state
+from citegraph.graph.snapshot_reader import Snapshot
+from citegraph.graph.store import Home
+from citegraph.indexer import gitrepo
+from citegraph.indexer.errors import CitegraphError
+from citegraph.indexer.extract import EXTRACTOR_VERSION
+from citegraph.validator.model import Receipt
+from citegraph.validator.refs import ParsedRef, bad_ref, parse_refs
+from citegraph.validator.spans import hash_bytes, line_count, line_starts, span_bytes
+
+
+def receipt_id(fields: dict) -> str:
+    h = blake3.blake3()
+    for k in sorted(fields):
+        if k != "id":
+            h.update(f"{k}={fields[k]}\0".encode("utf-8", "surrogateescape"))
+    return "cgc_" + h.hexdigest(16)
+
+
+def not_current_error(cur: CurrentState) -> CitegraphError:
+    state = cur.entry["state"] if cur.entry else "not built"
+    what = "dirty worktree" if cur.dirty else f"commit {cur.head[:12]}"
+    return CitegraphError(
+        f"no exact-current snapshot for {what} (snapshot {state}); nothing was stored",
+        "run `citegraph index` (or keep `citegraph watch` running), then retry",
+        code=1, retryable=True, kind="not-current")
+
+
+def capture(home: Home, repo_path: str | os.PathLike[str], refs: list[str],
+            _after_resolve: Callable[[], None] | None = None) -> list[Receipt]:
+    """Resolve ``refs`` into receipts; raise CitegraphError (nothing stored) on any problem."""
+    parsed = parse_refs(refs)
+    if not parsed:
+        return []
+    cur = current_state(repo_path, home)
+    if not cur.exact_current:
+        raise not_current_error(cur)
+    with Snapshot.open(cur.store, cur.snapshot_id, cur.repo) as snap:
+        receipts = [_resolve(p, cur, snap) for p in parsed]
+    if _after_resolve is not None:
+        _after_resolve()
+    again = current_state(repo_path, home)
+    if again.token() != cur.token():
+        raise CitegraphError("the repository changed while the refs were being resolved; nothing was stored",
+                             "retry the command", code=1, retryable=True, kind="racing")
+    return receipts
+
+
+def _base(p: ParsedRef, cur: CurrentState, row: dict) -> dict:
+    return {
+        "ref": p.ref, "kind": p.kind, "repository_id": cur.identity.repository_id,
+        "repository_kind": cur.identity.kind, "snapshot_id": cur.snapshot_id, "commit": cur.head,
+        "dirty": bool(row["dirty"]), "extractor_version": EXTRACTOR_VERSION, "path": row["path"],
+        "blob_id": row["blob_id"], "content_hash": row["content_hash"],
+    }
+
+
+def _file_row(p: ParsedRef, path: str, cur: CurrentState, snap: Snapshot) -> dict:
+    row = snap.file(path)
+    if row is None:
+        raise bad_ref(p.ref, f"{path} is not in the current snapshot of this repository",
+                      "check the path (repository-relative, tracked or untracked but not ignored)")
+    if row["mode"] == gitrepo.MODE_SYMLINK or row["reason"] == "symlink":
+        raise bad_ref(p.ref, f"{path} is a symlink; its target may lie outside the repository",
+                      "cite the file the link points to")
+    if row["reason"] == "submodule":
+        raise bad_ref(p.ref, f"{path} is a submodule", "cite files inside the submodule's own repository")
+    _check_inside(p, path, cur)
+    return row
+
+
+def _check_inside(p: ParsedRef, path: str, cur: CurrentState) -> None:
+    """Reject a path that resolves outside the worktree through a symlinked directory."""
+    if not cur.repo.workdir:
+        return
+    root = Path(cur.repo.workdir).resolve()
+    full = Path(os.path.realpath(root / path))
+    try:
+        full.relative_to(root)
+    except ValueError:
+        raise bad_ref(p.ref, f"{path} resolves outside the repository", "cite a file inside it") from None
+
+
+def _resolve(p: ParsedRef, cur: CurrentState, snap: Snapshot) -> Receipt:
+    if p.kind == "symbol":
+        return _resolve_symbol(p, cur, snap)
+    assert p.path is not None
+    row = _file_row(p, p.path, cur, snap)
+    fields = _base(p, cur, row)
+    if p.kind == "span":
+        data = snap.blob_bytes(row["blob_id"])
+        if data is None:
+            raise bad_ref(p.ref, f"the content of {p.path} is not readable (missing blob)",
+                          "cite another file or fetch the missing objects")
+        n = line_count(data)
+        assert p.start_line is not None and p.end_line is not None
+        if p.end_line > n:
+            raise bad_ref(p.ref, f"{p.path} has {n} lines", "cite lines inside the file")
+        starts = line_starts(data)
+        fields.update(
+            start_line=p.start_line, end_line=p.end_line,
+            span_hash=hash_bytes(span_bytes(data, p.start_line, p.end_line, starts)),
+            first_line_hash=hash_bytes(span_bytes(data, p.start_line, p.start_line, starts)))
+    fields["id"] = receipt_id(fields)
+    return Receipt(**fields)
+
+
+def _candidates(rows: list[dict]) -> str:
+    shown = [f"{r['handle']} {r['kind']} {r['path']}::{r['qualified_name']} L{r['start_line']}-{r['end_line']}"
+             for r in rows[:10]]
+    more = f" (+{len(rows) - 10} more)" if len(rows) > 10 else ""
+    return "; ".join(shown) + more
+
+
+def _resolve_symbol(p: ParsedRef, cur: CurrentState, snap: Snapshot) -> Receipt:
+    if p.handle:
+        if p.repository_prefix and p.repository_prefix != cur.identity.prefix:
+            raise bad_ref(p.ref, f"the cgr_ handle belongs to repository {p.repository_prefix}…, "
+                          f"not this one ({cur.identity.prefix}…)", "run the command in that repository")
+        sym = snap.symbol(p.handle)
+        if sym is None:
+            raise bad_ref(p.ref, "no symbol with this handle in the current snapshot",
+                          "find the current handle with `citegraph find NAME`")
+    else:
+        assert p.path is not None and p.qualified_name is not None
+        _file_row(p, p.path, cur, snap)
+        in_file = snap.symbols_in(p.path)
+        matches = [s for s in in_file if s["qualified_name"] == p.qualified_name]
+        if len(matches) != 1:
+            if matches:
+                raise bad_ref(p.ref, f"{len(matches)} symbols match: {_candidates(matches)}",
+                              "cite one of them by its cgs_ handle")
+            last = p.qualified_name.rsplit(".", 1)[-1]
+            near = [s for s in in_file if s["name"] == last] or in_file
+            listing = _candidates(near) if near else "the file has no symbols"
+            raise bad_ref(p.ref, f"no symbol {p.qualified_name} in {p.path}; candidates: {listing}",
+                          "use one of the candidates' qualified names or handles")
+        sym = matches[0]
+    row = _file_row(p, sym["path"], cur, snap)
+    fields = _base(p, cur, row)
+    fields.update(
+        start_line=sym["start_line"], end_line=sym["end_line"], handle=sym["handle"],
+        language=sym["language"], symbol_kind=sym["kind"], name=sym["name"],
+        qualified_name=sym["qualified_name"], ordinal=sym["ordinal"], start_byte=sym["start_byte"],
+        end_byte=sym["end_byte"], fragment_hash=sym["fragment_hash"], body_hash=sym["body_hash"])
+    fields["id"] = receipt_id(fields)
+    return Receipt(**fields)

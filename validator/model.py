@@ -1,0 +1,132 @@
+"""Plain data of validation: receipts (what capture stored), evidence (what a snapshot
+shows), observations (the verdict for one citation against one snapshot)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+OUTCOMES = ("exact", "relocated", "changed", "deleted", "unknown")
+
+# Reason codes of unknown (SPEC §6) plus the ones the decision tables name.
+UNKNOWN_REASONS = ("not-current", "racing", "out-of-scope", "extractor-mismatch",
+                   "ambiguous-relocation", "ambiguous-successor", "incomplete-coverage", "limit",
+                   "repository-ambiguous")
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """An immutable statement about the past; never a verdict."""
+
+    id: str
+    ref: str
+    kind: str  # file | span | symbol
+    repository_id: str
+    repository_kind: str
+    snapshot_id: str
+    commit: str
+    dirty: bool
+    extractor_version: str
+    path: str
+    blob_id: str
+    content_hash: str | None = None
+    # span
+    start_line: int | None = None
+    end_line: int | None = None
+    span_hash: str | None = None
+    first_line_hash: str | None = None
+    # symbol
+    handle: str | None = None
+    language: str | None = None
+    symbol_kind: str | None = None
+    name: str | None = None
+    qualified_name: str | None = None
+    ordinal: int | None = None
+    start_byte: int | None = None
+    end_byte: int | None = None
+    fragment_hash: str | None = None
+    body_hash: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Observed:
+    path: str
+    start_line: int | None = None
+    end_line: int | None = None
+    handle: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "start_line": self.start_line, "end_line": self.end_line,
+                "handle": self.handle}
+
+
+@dataclass(frozen=True)
+class Observation:
+    citation_id: str
+    outcome: str
+    reason: str | None = None
+    observed: Observed | None = None
+    warnings: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"outcome": self.outcome, "reason": self.reason,
+                "observed": self.observed.to_dict() if self.observed else None}
+
+
+@dataclass(frozen=True)
+class SymbolRow:
+    """A symbol as the snapshot holds it (the subset decisions need)."""
+
+    handle: str
+    path: str
+    language: str
+    kind: str
+    qualified_name: str
+    start_line: int
+    end_line: int
+    fragment_hash: str
+    body_hash: str
+
+
+@dataclass(frozen=True)
+class FileEvidence:
+    at_path_blob: str | None  # blob at the cited path now, None if the path is gone
+    paths_with_blob: tuple[str, ...]  # every path whose blob equals the cited blob
+    inventory_complete: bool
+
+
+@dataclass(frozen=True)
+class SpanEvidence:
+    at_path_exists: bool
+    same_lines_match: bool = False
+    # 1-based start lines where the cited bytes occur in the current file, other than the
+    # cited lines themselves
+    other_occurrences: tuple[int, ...] = ()
+    # file gone:
+    paths_with_cited_blob: tuple[str, ...] = ()
+    added_files_with_bytes: tuple[tuple[str, int], ...] = ()  # (path, start line)
+    capture_commit_known: bool = False
+    diff_complete: bool = False
+    line_count: int = 1
+
+
+@dataclass(frozen=True)
+class SymbolEvidence:
+    at_handle: SymbolRow | None
+    fragment_matches: tuple[SymbolRow, ...] = ()  # other handles with the cited fragment hash
+    qname_matches: tuple[SymbolRow, ...] = ()  # other handles with same (language, kind, qname)
+    body_matches: tuple[SymbolRow, ...] = ()  # other handles with the same body hash
+    coverage_ok: bool = False  # SPEC §6.4 for this citation
+
+
+@dataclass
+class MemoryVerdict:
+    memory_id: str
+    freshness: str  # fresh | stale | unknown
+    status: str | None
+    reason: str | None = None
+    observations: list[Observation] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)

@@ -1,0 +1,53 @@
+"""Line spans over raw bytes: exact bytes, no normalisation (CRLF stays CRLF)."""
+
+from __future__ import annotations
+
+import blake3
+
+
+def line_starts(data: bytes) -> list[int]:
+    starts = [0]
+    i = data.find(b"\n")
+    while i != -1:
+        starts.append(i + 1)
+        i = data.find(b"\n", i + 1)
+    if starts[-1] == len(data) and len(starts) > 1:
+        starts.pop()  # a final newline does not open another line
+    return starts
+
+
+def line_count(data: bytes) -> int:
+    return 0 if not data else len(line_starts(data))
+
+
+def _line_end(data: bytes, starts: list[int], idx: int) -> int:
+    """End (exclusive, without the newline) of 0-based line ``idx``."""
+    nxt = starts[idx + 1] - 1 if idx + 1 < len(starts) else len(data)
+    if idx + 1 >= len(starts) and data.endswith(b"\n"):
+        nxt = len(data) - 1
+    return nxt
+
+
+def span_bytes(data: bytes, start: int, end: int, starts: list[int] | None = None) -> bytes:
+    """Bytes of 1-based lines start..end inclusive, without the last line's newline."""
+    starts = starts if starts is not None else line_starts(data)
+    return data[starts[start - 1] : _line_end(data, starts, end - 1)]
+
+
+def hash_bytes(b: bytes) -> str:
+    return blake3.blake3(b).hexdigest(16)
+
+
+def find_span(data: bytes, first_line_hash: str, span_hash: str, n: int) -> list[int]:
+    """1-based start lines where the cited span's exact bytes occur."""
+    if not data:
+        return []
+    starts = line_starts(data)
+    hits = []
+    for i in range(len(starts) - n + 1):
+        first = data[starts[i] : _line_end(data, starts, i)]
+        if hash_bytes(first) != first_line_hash:
+            continue
+        if hash_bytes(span_bytes(data, i + 1, i + n, starts)) == span_hash:
+            hits.append(i + 1)
+    return hits
