@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
 from citegraph.cli import index_cmds
@@ -18,14 +20,19 @@ def cli(home: str | None) -> None:
 for _cmd in index_cmds.COMMANDS:
     cli.add_command(_cmd)
 
-try:  # commands of later layers register themselves here
-    from citegraph.cli import memory_cmds
-
-    for _cmd in memory_cmds.COMMANDS:
+# Command modules of later layers; each exposes COMMANDS. A module not written yet is
+# simply absent (only that exact module missing is tolerated).
+_MODULES = ("memory_cmds", "brief_cmds", "workset_cmds", "share_cmds", "watch_cmds", "mcp_cmds",
+            "corpus_cmds")
+for _name in _MODULES:
+    try:
+        _mod = importlib.import_module(f"citegraph.cli.{_name}")
+    except ModuleNotFoundError as _exc:
+        if _exc.name != f"citegraph.cli.{_name}":
+            raise
+        continue
+    for _cmd in _mod.COMMANDS:
         cli.add_command(_cmd)
-except ImportError as _exc:  # pragma: no cover - only while a layer is absent
-    if "memory_cmds" not in str(_exc):
-        raise
 
 
 def main() -> None:
