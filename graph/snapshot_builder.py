@@ -257,9 +257,10 @@ def _result(target: _Target, entry: dict[str, Any], reused: bool, seconds: float
     )
 
 
-def _inventory(target: _Target) -> tuple[list[gitrepo.InventoryEntry], dict[str, bytes]]:
+def _inventory(target: _Target) -> tuple[list[gitrepo.InventoryEntry], dict[str, bytes], bool]:
     """The snapshot's inventory; dirty contents are read and checked against the state."""
-    entries = {e.path: e for e in gitrepo.commit_inventory(target.repo, target.commit)}
+    listed, complete = gitrepo.commit_inventory(target.repo, target.commit)
+    entries = {e.path: e for e in listed}
     contents: dict[str, bytes] = {}
     if target.state and target.state.dirty:
         root = gitrepo.workdir(target.repo)
@@ -277,7 +278,7 @@ def _inventory(target: _Target) -> tuple[list[gitrepo.InventoryEntry], dict[str,
             entries[path] = gitrepo.InventoryEntry(path, blob, mode, dirty=True)
             if data is not None:
                 contents[blob] = data
-    return sorted(entries.values(), key=lambda e: e.path), contents
+    return sorted(entries.values(), key=lambda e: e.path), contents, complete
 
 
 @dataclass
@@ -360,7 +361,7 @@ def _content_id(rows: list[_FileRow]) -> str:
 def _assemble(target: _Target, rs: RepoStore, stats: BuildStats, progress: ProgressFn | None,
               jobs: int | None) -> dict[str, Any]:
     _checkpoint("inventory", stats)
-    inventory, contents = _inventory(target)
+    inventory, contents, inventory_complete = _inventory(target)
     rows = [_FileRow(e, language_for_path(e.path)) for e in inventory]
     _classify(rows, target, contents)
     parent_id = _pick_parent(rs, target)
@@ -405,7 +406,7 @@ def _assemble(target: _Target, rs: RepoStore, stats: BuildStats, progress: Progr
             "commit": target.commit,
             "dirty_fingerprint": (target.state.dirty_fingerprint if target.state else None) or "",
             "extractor_version": EXTRACTOR_VERSION, "schema_version": str(SNAPSHOT_SCHEMA_VERSION),
-            "content_id": content_id,
+            "content_id": content_id, "inventory_complete": "true" if inventory_complete else "false",
         }
         out.executemany("INSERT INTO meta VALUES (?, ?)", list(meta.items()))
         if parent_id:
@@ -424,7 +425,7 @@ def _assemble(target: _Target, rs: RepoStore, stats: BuildStats, progress: Progr
     finally:
         os.close(dir_fd)
     return {"files": len(rows), "symbols": int(n_symbols), "coverage": coverage,
-            "content_id": content_id, "parent": parent_id}
+            "content_id": content_id, "parent": parent_id, "inventory_complete": inventory_complete}
 
 
 def _coverage(rows: list[_FileRow]) -> dict[str, dict[str, int]]:

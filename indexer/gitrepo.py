@@ -182,10 +182,12 @@ def worktree_state(repo: pygit2.Repository) -> WorktreeState:
     return WorktreeState(head, h.hexdigest(16), tuple(dirty))
 
 
-def commit_inventory(repo: pygit2.Repository, commit: str) -> list[InventoryEntry]:
-    """Every blob of a commit's tree (recursively), sorted by path."""
+def commit_inventory(repo: pygit2.Repository, commit: str) -> tuple[list[InventoryEntry], bool]:
+    """Every blob of a commit's tree (recursively), sorted by path, and whether every
+    subtree could be read (a partial clone may lack some)."""
     tree = repo[commit].peel(pygit2.Tree)
     out: list[InventoryEntry] = []
+    complete = True
 
     def walk(t: pygit2.Tree, prefix: str) -> None:
         for e in t:
@@ -195,7 +197,9 @@ def commit_inventory(repo: pygit2.Repository, commit: str) -> list[InventoryEntr
             if mode == pygit2.GIT_FILEMODE_TREE:
                 try:
                     sub = repo[e.id]
-                except KeyError:
+                except (KeyError, ValueError, pygit2.GitError):
+                    nonlocal complete
+                    complete = False
                     continue
                 walk(sub, path + "/")
             else:
@@ -203,7 +207,7 @@ def commit_inventory(repo: pygit2.Repository, commit: str) -> list[InventoryEntr
 
     walk(tree, "")
     out.sort(key=lambda x: x.path)
-    return out
+    return out, complete
 
 
 def commit_tree_file(repo: pygit2.Repository, commit: str, path: str) -> bytes | None:
