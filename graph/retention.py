@@ -52,6 +52,8 @@ def collect(home: Home, keep_last: int = KEEP_LAST, dry_run: bool = False) -> di
         ready = [e for e in rs.entries() if e["state"] == "ready"]
         ready.sort(key=lambda e: e.get("published_at", 0), reverse=True)
         keep |= {e["snapshot_id"] for e in ready[:keep_last]}
+        # A delta snapshot is read through its full base: keep the bases of kept ones.
+        keep |= {e["base"] for e in ready if e["snapshot_id"] in keep and e.get("base")}
         for e in rs.entries():
             sid = e["snapshot_id"]
             if e["state"] == "ready" and sid not in keep:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-SNAPSHOT_SCHEMA_VERSION = 1
-FACTS_SCHEMA_VERSION = 1
+SNAPSHOT_SCHEMA_VERSION = 2
+FACTS_SCHEMA_VERSION = 2
 
 SNAPSHOT_DDL = """
 CREATE TABLE meta(key VARCHAR PRIMARY KEY, value VARCHAR);
@@ -18,6 +18,7 @@ CREATE TABLE symbols(handle VARCHAR NOT NULL, path VARCHAR NOT NULL, language VA
 CREATE TABLE edges(path VARCHAR NOT NULL, source_handle VARCHAR, kind VARCHAR NOT NULL,
   target VARCHAR NOT NULL, line INTEGER NOT NULL, blob_id VARCHAR NOT NULL);
 CREATE TABLE contents(blob_id VARCHAR PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE overrides(path VARCHAR NOT NULL);
 """
 
 SNAPSHOT_INDEXES = """
@@ -28,16 +29,20 @@ CREATE INDEX symbols_fragment ON symbols(fragment_hash);
 CREATE INDEX symbols_path ON symbols(path);
 """
 
+# The facts cache holds, per (blob, language), the file facts and the snapshot rows as
+# first built at ``origin_path`` (handles are path-dependent: re-homed on reuse elsewhere).
 FACTS_DDL = """
 CREATE TABLE IF NOT EXISTS meta(key VARCHAR PRIMARY KEY, value VARCHAR);
 CREATE TABLE IF NOT EXISTS blob_files(blob_id VARCHAR NOT NULL, language VARCHAR NOT NULL,
-  status VARCHAR NOT NULL, reason VARCHAR, content_hash VARCHAR, size BIGINT);
-CREATE TABLE IF NOT EXISTS blob_symbols(blob_id VARCHAR NOT NULL, language VARCHAR NOT NULL,
-  idx INTEGER NOT NULL, kind VARCHAR, name VARCHAR, qualified_name VARCHAR, ordinal INTEGER,
-  start_byte BIGINT, end_byte BIGINT, start_line INTEGER, end_line INTEGER, parent INTEGER,
-  fragment_hash VARCHAR, body_hash VARCHAR);
-CREATE TABLE IF NOT EXISTS blob_edges(blob_id VARCHAR NOT NULL, language VARCHAR NOT NULL,
-  source INTEGER, kind VARCHAR, target VARCHAR, line INTEGER);
+  status VARCHAR NOT NULL, reason VARCHAR, content_hash VARCHAR, size BIGINT, origin_path VARCHAR);
+CREATE TABLE IF NOT EXISTS blob_symbols(handle VARCHAR NOT NULL, path VARCHAR NOT NULL,
+  language VARCHAR NOT NULL, kind VARCHAR NOT NULL, name VARCHAR NOT NULL,
+  qualified_name VARCHAR NOT NULL, ordinal INTEGER NOT NULL, start_byte BIGINT NOT NULL,
+  end_byte BIGINT NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,
+  parent_handle VARCHAR, fragment_hash VARCHAR NOT NULL, body_hash VARCHAR NOT NULL,
+  blob_id VARCHAR NOT NULL);
+CREATE TABLE IF NOT EXISTS blob_edges(path VARCHAR NOT NULL, source_handle VARCHAR,
+  kind VARCHAR NOT NULL, target VARCHAR NOT NULL, line INTEGER NOT NULL, blob_id VARCHAR NOT NULL);
 """
 
 FILE_COLUMNS = ("path", "blob_id", "content_hash", "language", "status", "reason", "size", "mode", "dirty")

@@ -9,10 +9,11 @@ leaves every ready snapshot untouched and nothing half-built marked ready.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,10 +24,10 @@ import duckdb
 import pyarrow as pa
 import pygit2
 
-from citegraph.graph.handles import symbol_handle
 from citegraph.graph.schema import (
     EDGE_COLUMNS,
     FACTS_DDL,
+    FACTS_SCHEMA_VERSION,
     FILE_COLUMNS,
     SNAPSHOT_DDL,
     SNAPSHOT_INDEXES,
@@ -35,16 +36,18 @@ from citegraph.graph.schema import (
 )
 from citegraph.graph.store import Home, RepoStore
 from citegraph.indexer import gitrepo
-from citegraph.indexer.blob_facts import BlobInfo, facts_for_blob
+from citegraph.graph.fact_rows import Columns, add_rows, empty_columns, rehome
+from citegraph.indexer.blob_facts import facts_for_blob
 from citegraph.indexer.config import CONFIG_FILE, IndexConfig, parse_config
 from citegraph.indexer.errors import CitegraphError
-from citegraph.indexer.extract import EXTRACTOR_VERSION, EdgeFact, FileFacts, SymbolFact
+from citegraph.indexer.extract import EXTRACTOR_VERSION
 from citegraph.indexer.languages import language_for_path
 
 BATCH_FILES = 2048
 POOL_THRESHOLD = 48  # blobs to extract before a process pool pays for itself
 
 ProgressFn = Callable[[int, int], None]
+TRANSIENT_REASONS = ("parse-timeout", "missing-blob")
 
 
 @dataclass
@@ -114,6 +117,23 @@ def _checkpoint(stage: str, stats: BuildStats) -> None:
 
 _WORKER_REPO: pygit2.Repository | None = None
 
+# One unit of extraction work: (blob id, language or "", paths holding it, timeout, cap).
+Job = tuple[str, str, tuple[str, ...], float, int]
+
+
+@dataclass
+class Extracted:
+    """A blob's file facts plus its snapshot rows (for every path that holds it)."""
+
+    blob_id: str
+    language: str
+    status: str
+    reason: str | None
+    content_hash: str | None
+    size: int | None
+    symbols: Columns
+    edges: Columns
+
 
 def _worker_init(repo_path: str) -> None:
     global _WORKER_REPO
@@ -121,19 +141,28 @@ def _worker_init(repo_path: str) -> None:
     _WORKER_REPO = pygit2.Repository(repo_path)
 
 
-def _extract_batch(batch: list[tuple[str, str, float]]) -> list[tuple[str, str, BlobInfo | None, FileFacts]]:
+def _extract_batch(batch: list[Job]) -> list[Extracted]:
     assert _WORKER_REPO is not None
-    return [_extract_one(_WORKER_REPO, b, lang, t) for b, lang, t in batch]
+    return [extract_job(_WORKER_REPO, job) for job in batch]
 
 
-def _extract_one(repo: pygit2.Repository, blob_id: str, language: str, timeout: float
-                 ) -> tuple[str, str, BlobInfo | None, FileFacts]:
-    try:
-        data = repo.odb.read(blob_id)[1]
-    except (KeyError, ValueError, pygit2.GitError):
-        return blob_id, language, None, FileFacts(status="skipped", reason="missing-blob")
+def extract_job(repo: pygit2.Repository | None, job: Job, data: bytes | None = None) -> Extracted:
+    """Read (unless given), classify, extract and build rows for one blob."""
+    blob_id, language, paths, timeout, cap = job
+    syms, edges = empty_columns(SYMBOL_COLUMNS), empty_columns(EDGE_COLUMNS)
+    if data is None:
+        try:
+            assert repo is not None
+            data = repo.odb.read(blob_id)[1]
+        except (KeyError, ValueError, AssertionError, pygit2.GitError):
+            return Extracted(blob_id, language, "skipped", "missing-blob", None, None, syms, edges)
+    if len(data) > cap:
+        return Extracted(blob_id, language, "skipped", "too-large", None, len(data), syms, edges)
     info, facts = facts_for_blob(language or None, data, timeout)
-    return blob_id, language, info, facts
+    if language:
+        for path in paths:
+            add_rows(facts, language, blob_id, path, syms, edges)
+    return Extracted(blob_id, language, facts.status, facts.reason, info.content_hash, info.size, syms, edges)
 
 
 # --- build -------------------------------------------------------------------------------
@@ -257,27 +286,43 @@ def _result(target: _Target, entry: dict[str, Any], reused: bool, seconds: float
     )
 
 
-def _inventory(target: _Target) -> tuple[list[gitrepo.InventoryEntry], dict[str, bytes], bool]:
-    """The snapshot's inventory; dirty contents are read and checked against the state."""
-    listed, complete = gitrepo.commit_inventory(target.repo, target.commit)
-    entries = {e.path: e for e in listed}
+def _dirty_entries(target: _Target, paths: set[str] | None = None
+                   ) -> tuple[dict[str, gitrepo.InventoryEntry | None], dict[str, bytes]]:
+    """The worktree's dirty paths (None = deleted), read and checked against the state."""
+    out: dict[str, gitrepo.InventoryEntry | None] = {}
     contents: dict[str, bytes] = {}
-    if target.state and target.state.dirty:
-        root = gitrepo.workdir(target.repo)
-        for path, blob in target.state.dirty_paths:
-            if blob is None:
-                entries.pop(path, None)
-                continue
-            try:
-                now_blob, data, mode = gitrepo.hash_worktree_file(root / path)
-            except OSError:
-                now_blob, data, mode = None, None, 0
-            if now_blob != blob:
-                raise CitegraphError(f"{path}: changed while the snapshot was being built",
-                                     "run citegraph index again", code=1, retryable=True)
-            entries[path] = gitrepo.InventoryEntry(path, blob, mode, dirty=True)
-            if data is not None:
-                contents[blob] = data
+    if not (target.state and target.state.dirty):
+        return out, contents
+    root = gitrepo.workdir(target.repo)
+    for path, blob in target.state.dirty_paths:
+        if paths is not None and path not in paths:
+            continue
+        if blob is None:
+            out[path] = None
+            continue
+        try:
+            now_blob, data, mode = gitrepo.hash_worktree_file(root / path)
+        except OSError:
+            now_blob, data, mode = None, None, 0
+        if now_blob != blob:
+            raise CitegraphError(f"{path}: changed while the snapshot was being built",
+                                 "run citegraph index again", code=1, retryable=True)
+        out[path] = gitrepo.InventoryEntry(path, blob, mode, dirty=True)
+        if data is not None:
+            contents[blob] = data
+    return out, contents
+
+
+def _inventory(target: _Target) -> tuple[list[gitrepo.InventoryEntry], dict[str, bytes], bool]:
+    """The snapshot's full inventory: the commit's tree plus the dirty worktree."""
+    listed, complete = gitrepo.commit_inventory(target.repo, target.commit)
+    entries: dict[str, gitrepo.InventoryEntry] = {e.path: e for e in listed}
+    dirty, contents = _dirty_entries(target)
+    for path, e in dirty.items():
+        if e is None:
+            entries.pop(path, None)
+        else:
+            entries[path] = e
     return sorted(entries.values(), key=lambda e: e.path), contents, complete
 
 
@@ -289,14 +334,13 @@ class _FileRow:
     reason: str | None = None
     content_hash: str | None = None
     size: int | None = None
-    facts: FileFacts | None = None
 
 
 def _classify(rows: list[_FileRow], target: _Target, contents: dict[str, bytes]) -> None:
-    """Decide path-level skips (no content needed) and sizes."""
-    odb = target.repo.odb
-    cap = target.config.max_file_bytes
+    """Decide path-level skips (no content needed)."""
     for r in rows:
+        if r.status:
+            continue
         e = r.entry
         if e.mode == gitrepo.MODE_SYMLINK:
             r.status, r.reason = "skipped", "symlink"
@@ -304,117 +348,240 @@ def _classify(rows: list[_FileRow], target: _Target, contents: dict[str, bytes])
             r.status, r.reason = "skipped", "submodule"
         elif target.config.excluded(e.path):
             r.status, r.reason = "skipped", "excluded"
-        else:
-            if e.blob_id in contents:
-                r.size = len(contents[e.blob_id])
-            else:
-                try:
-                    r.size = int(odb.read_header(e.blob_id)[1])
-                except (KeyError, ValueError, pygit2.GitError):
-                    r.status, r.reason = "skipped", "missing-blob"
-                    continue
-            if r.size > cap:
-                r.status, r.reason = "skipped", "too-large"
 
 
-def _open_facts(rs: RepoStore) -> duckdb.DuckDBPyConnection:
+def _sql_str(path: Path) -> str:
+    """A path as an SQL string literal (a home path may contain a quote)."""
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+def _attach_facts(out: duckdb.DuckDBPyConnection, rs: RepoStore) -> None:
+    """Attach the blob-keyed facts cache read-write (builders hold the repo lock)."""
+    def attach() -> None:
+        out.execute(f"ATTACH {_sql_str(rs.facts_path)} AS facts")
+        out.execute(FACTS_DDL.replace("IF NOT EXISTS ", "IF NOT EXISTS facts."))
+
     try:
-        con = duckdb.connect(str(rs.facts_path))
-        con.execute(FACTS_DDL)
+        attach()
     except duckdb.Error:
         # The facts cache is only a cache: a corrupt one is discarded and rebuilt.
+        with contextlib.suppress(duckdb.Error):
+            out.execute("DETACH facts")
         rs.facts_path.unlink(missing_ok=True)
         Path(str(rs.facts_path) + ".wal").unlink(missing_ok=True)
-        con = duckdb.connect(str(rs.facts_path))
-        con.execute(FACTS_DDL)
-    rows = con.execute("SELECT value FROM meta WHERE key='extractor_version'").fetchall()
-    row = rows[0] if rows else None
-    if row is None or row[0] != EXTRACTOR_VERSION:
-        con.execute("DELETE FROM blob_files; DELETE FROM blob_symbols; DELETE FROM blob_edges;")
-        con.execute("INSERT OR REPLACE INTO meta VALUES ('extractor_version', ?)", [EXTRACTOR_VERSION])
-    return con
+        attach()
+    rows = out.execute("SELECT value FROM facts.meta WHERE key='extractor_version'").fetchall()
+    if not rows or rows[0][0] != f"{EXTRACTOR_VERSION}/{FACTS_SCHEMA_VERSION}":
+        out.execute("DELETE FROM facts.blob_files; DELETE FROM facts.blob_symbols; DELETE FROM facts.blob_edges;")
+        out.execute("INSERT OR REPLACE INTO facts.meta VALUES ('extractor_version', ?)",
+                    [f"{EXTRACTOR_VERSION}/{FACTS_SCHEMA_VERSION}"])
 
 
-def _pick_parent(rs: RepoStore, target: _Target) -> str | None:
-    """The most recent ready snapshot with the same extractor and config, if any."""
+def _pick_base(rs: RepoStore, target: _Target) -> dict[str, Any] | None:
+    """The most recent ready *full* snapshot with the same extractor and config."""
     best = None
     for e in rs.entries():
-        if (e["state"] == "ready" and e.get("extractor_version") == EXTRACTOR_VERSION
+        if (e["state"] == "ready" and e.get("layout", "full") == "full" and e.get("content_sum")
+                and e.get("extractor_version") == EXTRACTOR_VERSION
                 and e.get("config") == target.config.fingerprint()
                 and e.get("schema_version") == SNAPSHOT_SCHEMA_VERSION):
             key = (e.get("commit") == target.commit, e.get("published_at", 0))
             if best is None or key > best[0]:
-                best = (key, e["snapshot_id"])
+                best = (key, e)
     return best[1] if best else None
 
 
-def _content_id(rows: list[_FileRow]) -> str:
-    h = blake3.blake3()
-    h.update(f"{EXTRACTOR_VERSION}\0".encode())
+def _row_digest(path: str, blob: str, language: str | None, status: str, reason: str | None, mode: int,
+                dirty: bool) -> int:
+    text = f"{EXTRACTOR_VERSION}\0{path}\0{blob}\0{language}\0{status}\0{reason}\0{mode}\0{bool(dirty)}"
+    return int(blake3.blake3(text.encode("utf-8", "surrogateescape")).hexdigest(16), 16)
+
+
+def _row_sum(rows: list[_FileRow]) -> int:
+    """Order-independent digest of an inventory (sum mod 2^128): a delta updates it by
+    subtracting the base rows it overrides and adding its own."""
+    total = 0
     for r in rows:
         e = r.entry
-        h.update(f"{e.path}\0{e.blob_id}\0{r.language}\0{r.status}\0{r.reason}\0{e.mode}\0{e.dirty}\n"
-                 .encode("utf-8", "surrogateescape"))
-    return h.hexdigest(16)
+        total += _row_digest(e.path, e.blob_id, r.language, r.status, r.reason, e.mode, e.dirty)
+    return total % MOD
+
+
+MOD = 1 << 128
+
+
+def _content_id(total: int) -> str:
+    return f"{total % MOD:032x}"
+
+
+class _Sink:
+    """Buffers snapshot rows and flushes them to DuckDB through Arrow in large batches."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, flush_rows: int = 200_000) -> None:
+        self.con = con
+        self.flush_rows = flush_rows
+        self.syms = empty_columns(SYMBOL_COLUMNS)
+        self.edges = empty_columns(EDGE_COLUMNS)
+
+    def add(self, syms: Columns, edges: Columns) -> None:
+        for c in SYMBOL_COLUMNS:
+            self.syms[c].extend(syms[c])
+        for c in EDGE_COLUMNS:
+            self.edges[c].extend(edges[c])
+        if len(self.syms["handle"]) + len(self.edges["path"]) >= self.flush_rows:
+            self.flush()
+
+    def flush(self) -> None:
+        _bulk(self.con, "symbols", self.syms)
+        _bulk(self.con, "edges", self.edges)
+        self.syms = empty_columns(SYMBOL_COLUMNS)
+        self.edges = empty_columns(EDGE_COLUMNS)
+
+
+DELTA_MIN_FILES = 512
+DELTA_MAX_FRACTION = 0.2
+
+
+@dataclass
+class _Plan:
+    """What one build writes: its own file rows and the base paths they hide."""
+
+    rows: list[_FileRow]
+    contents: dict[str, bytes]
+    inventory_complete: bool
+    base: dict[str, Any] | None = None
+    overrides: list[str] = field(default_factory=list)
+    base_rows: list[tuple] = field(default_factory=list)  # base file rows hidden by overrides
+
+
+def _full_plan(target: _Target) -> _Plan:
+    inventory, contents, complete = _inventory(target)
+    return _Plan([_FileRow(e, language_for_path(e.path)) for e in inventory], contents, complete)
+
+
+def _delta_plan(target: _Target, rs: RepoStore, base: dict[str, Any], out: duckdb.DuckDBPyConnection
+                ) -> _Plan | None:
+    """Rows that differ from ``base``: a tree diff plus both dirty sets; None when a full
+    build is better (too many changes) or the diff cannot be read."""
+    repo = target.repo
+    try:
+        old = repo[base["commit"]].peel(pygit2.Tree)
+        new = repo[target.commit].peel(pygit2.Tree)
+        diff = repo.diff(old, new)
+    except (KeyError, ValueError, pygit2.GitError):
+        return None
+    changed: set[str] = set()
+    for d in diff.deltas:
+        changed.add(d.old_file.path)
+        changed.add(d.new_file.path)
+    out.execute(f"ATTACH '{rs.snapshot_path(base['snapshot_id'])}' AS base (READ_ONLY)")
+    base_dirty = [r[0] for r in out.execute("SELECT path FROM base.files WHERE dirty").fetchall()]
+    changed.update(base_dirty)
+    if target.state and target.state.dirty:
+        changed.update(p for p, _ in target.state.dirty_paths)
+    if len(changed) > max(DELTA_MIN_FILES, DELTA_MAX_FRACTION * int(base.get("files", 0))):
+        return None
+    out.register("_changed", pa.table({"path": sorted(changed)}))
+    base_rows = {r[0]: r for r in out.execute(
+        "SELECT path, blob_id, language, status, reason, mode, dirty FROM base.files f "
+        "SEMI JOIN _changed c ON f.path = c.path").fetchall()}
+    out.unregister("_changed")
+    dirty, contents = _dirty_entries(target, changed)
+    rows: list[_FileRow] = []
+    overrides: list[str] = []
+    for path in sorted(changed):
+        if path in dirty:
+            entry = dirty[path]
+        else:
+            try:
+                te = new[path]
+                entry = None if te.filemode == pygit2.GIT_FILEMODE_TREE else \
+                    gitrepo.InventoryEntry(path, str(te.id), int(te.filemode))
+            except KeyError:
+                entry = None
+        b = base_rows.get(path)
+        if entry is not None and b is not None and (b[1], b[5], b[6]) == (entry.blob_id, entry.mode, entry.dirty) \
+                and b[3] not in TRANSIENT_REASONS:
+            continue  # identical to the base: read through
+        if entry is None and b is None:
+            continue
+        overrides.append(path)
+        if entry is not None:
+            rows.append(_FileRow(entry, language_for_path(path)))
+    hidden = [base_rows[p] for p in overrides if p in base_rows]
+    return _Plan(rows, contents, bool(base.get("inventory_complete", True)), base, overrides, hidden)
 
 
 def _assemble(target: _Target, rs: RepoStore, stats: BuildStats, progress: ProgressFn | None,
               jobs: int | None) -> dict[str, Any]:
     _checkpoint("inventory", stats)
-    inventory, contents, inventory_complete = _inventory(target)
-    rows = [_FileRow(e, language_for_path(e.path)) for e in inventory]
-    _classify(rows, target, contents)
-    parent_id = _pick_parent(rs, target)
-
     tmp = rs.root / "tmp" / f"{target.snapshot_id}.{os.getpid()}.duckdb"
     tmp.unlink(missing_ok=True)
     out = duckdb.connect(str(tmp))
-    facts = _open_facts(rs)
     try:
         out.execute(SNAPSHOT_DDL)
-        reuse: set[str] = set()
-        parent_files: dict[str, tuple] = {}
-        if parent_id:
-            ppath = rs.snapshot_path(parent_id)
-            out.execute(f"ATTACH '{ppath}' AS parent (READ_ONLY)")
-            for path, blob, lang, status, reason, chash, size in out.execute(
-                "SELECT path, blob_id, language, status, reason, content_hash, size FROM parent.files"
-            ).fetchall():
-                parent_files[path] = (blob, lang, status, reason, chash, size)
-        # Decide per file: reuse the parent's rows, take cached facts, or extract.
-        need: list[_FileRow] = []
-        for r in rows:
-            if r.status:
-                continue
-            p = parent_files.get(r.entry.path)
-            if p and p[0] == r.entry.blob_id and p[1] == r.language and p[2]:
-                r.status, r.reason, r.content_hash = p[2], p[3], p[4]
-                reuse.add(r.entry.path)
-            else:
-                need.append(r)
-        stats.copied_files = len(reuse)
+        base = _pick_base(rs, target)
+        plan = _delta_plan(target, rs, base, out) if base else None
+        if plan is None:
+            with contextlib.suppress(duckdb.Error):
+                out.execute("DETACH base")
+            plan = _full_plan(target)
+        rows = plan.rows
+        _attach_facts(out, rs)
+        _classify(rows, target, plan.contents)
+        need = [r for r in rows if not r.status]
+        base_files = int(plan.base.get("files", 0)) if plan.base else 0
+        stats.copied_files = base_files - len(plan.base_rows)
+        sink = _Sink(out)
         _checkpoint("extract", stats)
-        _fill_facts(need, target, contents, facts, stats, progress, jobs, len(rows))
+        new_keys = _fill(need, target, plan.contents, out, sink, stats, progress, jobs, len(rows))
+        sink.flush()
         _checkpoint("write", stats)
-        _write_rows(out, rows, reuse, parent_id is not None, contents)
+        fcols = empty_columns(FILE_COLUMNS)
+        for r in rows:
+            e = r.entry
+            for c, v in zip(FILE_COLUMNS, (e.path, e.blob_id, r.content_hash, r.language, r.status,
+                                           r.reason, r.size, e.mode, e.dirty), strict=True):
+                fcols[c].append(v)
+        _bulk(out, "files", fcols)
+        if plan.overrides:
+            _bulk(out, "overrides", {"path": plan.overrides})
+        dirty_blobs = sorted({r.entry.blob_id for r in rows if r.entry.dirty and r.entry.blob_id in plan.contents})
+        if dirty_blobs:
+            _bulk(out, "contents", {"blob_id": dirty_blobs, "data": [plan.contents[b] for b in dirty_blobs]})
+        _remember_facts(out, new_keys)
+        own_sum = _row_sum(rows)
+        own_symbols = out.execute("SELECT count(*) FROM symbols").fetchall()[0][0]
         coverage = _coverage(rows)
-        content_id = _content_id(rows)
-        n_symbols = out.execute("SELECT count(*) FROM symbols").fetchall()[0][0]
+        if plan.base:
+            b = plan.base
+            hidden_sum = sum(_row_digest(*h) for h in plan.base_rows)
+            total = (int(b["content_sum"], 16) - hidden_sum + own_sum) % MOD
+            hidden_syms = 0
+            if plan.overrides:
+                hidden_syms = out.execute("SELECT count(*) FROM base.symbols s SEMI JOIN overrides o "
+                                          "ON s.path = o.path").fetchall()[0][0]
+            n_symbols = int(b.get("symbols", 0)) - hidden_syms + own_symbols
+            n_files = base_files - len(plan.base_rows) + len(rows)
+            coverage = _merge_coverage(b.get("coverage", {}), plan.base_rows, coverage)
+            out.execute("DETACH base")
+        else:
+            total, n_symbols, n_files = own_sum, own_symbols, len(rows)
+        content_id = _content_id(total)
         out.execute(SNAPSHOT_INDEXES)
         meta = {
             "snapshot_id": target.snapshot_id, "repository_id": target.identity.repository_id,
             "commit": target.commit,
             "dirty_fingerprint": (target.state.dirty_fingerprint if target.state else None) or "",
             "extractor_version": EXTRACTOR_VERSION, "schema_version": str(SNAPSHOT_SCHEMA_VERSION),
-            "content_id": content_id, "inventory_complete": "true" if inventory_complete else "false",
+            "content_id": content_id, "inventory_complete": "true" if plan.inventory_complete else "false",
+            "base": plan.base["snapshot_id"] if plan.base else "",
         }
-        out.executemany("INSERT INTO meta VALUES (?, ?)", list(meta.items()))
-        if parent_id:
-            out.execute("DETACH parent")
+        _bulk(out, "meta", {"key": list(meta), "value": list(meta.values())})
+        out.execute("DETACH facts")
         out.execute("CHECKPOINT")
     finally:
         out.close()
-        facts.close()
     _checkpoint("publish", stats)
     with open(tmp, "rb") as f:
         os.fsync(f.fileno())
@@ -424,8 +591,30 @@ def _assemble(target: _Target, rs: RepoStore, stats: BuildStats, progress: Progr
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
-    return {"files": len(rows), "symbols": int(n_symbols), "coverage": coverage,
-            "content_id": content_id, "parent": parent_id, "inventory_complete": inventory_complete}
+    summary: dict[str, Any] = {
+        "files": n_files, "symbols": int(n_symbols), "coverage": coverage, "content_id": content_id,
+        "content_sum": f"{total:032x}", "inventory_complete": plan.inventory_complete,
+        "layout": "delta" if plan.base else "full",
+    }
+    if plan.base:
+        summary["base"] = plan.base["snapshot_id"]
+    return summary
+
+
+def _merge_coverage(base: dict[str, dict[str, int]], hidden: list[tuple], own: dict[str, dict[str, int]]
+                    ) -> dict[str, dict[str, int]]:
+    cov = {lang: dict(c) for lang, c in base.items()}
+    for h in hidden:
+        c = cov.setdefault(h[2] or "other", {"indexed": 0, "partial": 0, "skipped": 0})
+        c[h[3]] = c.get(h[3], 0) - 1
+    for lang, c in own.items():
+        t = cov.setdefault(lang, {"indexed": 0, "partial": 0, "skipped": 0})
+        for k, v in c.items():
+            t[k] = t.get(k, 0) + v
+    return {lang: c for lang, c in sorted(cov.items()) if any(c.values())}
+
+
+PATH_REASONS = ("symlink", "submodule", "excluded")
 
 
 def _coverage(rows: list[_FileRow]) -> dict[str, dict[str, int]]:
@@ -437,120 +626,131 @@ def _coverage(rows: list[_FileRow]) -> dict[str, dict[str, int]]:
     return dict(sorted(cov.items()))
 
 
-def _fill_facts(need: list[_FileRow], target: _Target, contents: dict[str, bytes],
-                facts: duckdb.DuckDBPyConnection, stats: BuildStats, progress: ProgressFn | None,
-                jobs: int | None, total: int) -> None:
-    """Give every row in ``need`` its status and facts: from the cache or by extracting."""
-    if not need:
-        if progress:
-            progress(total, total)
-        return
-    keys = sorted({(r.entry.blob_id, r.language or "") for r in need})
-    cached = _load_cached(facts, keys)
-    stats.cached_blobs = len(cached)
-    todo = [k for k in keys if k not in cached]
-    timeout = target.config.parse_timeout_s
-    fresh: dict[tuple[str, str], tuple[BlobInfo | None, FileFacts]] = {}
+
+
+def _fill(need: list[_FileRow], target: _Target, contents: dict[str, bytes], out: duckdb.DuckDBPyConnection,
+          sink: _Sink, stats: BuildStats, progress: ProgressFn | None, jobs: int | None, total: int
+          ) -> list[tuple[str, str, str]]:
+    """Give every row in ``need`` its status and rows: from the facts cache or by extracting.
+    Returns the (blob, language, origin path) keys extracted now, for the cache."""
     done = total - len(need)
     if progress:
         progress(done, total)
+    if not need:
+        return []
+    paths_of: dict[tuple[str, str], list[str]] = {}
+    for r in need:
+        paths_of.setdefault((r.entry.blob_id, r.language or ""), []).append(r.entry.path)
+    keys = sorted(paths_of)
+    results: dict[tuple[str, str], tuple[str, str | None, str | None, int | None]] = {}
 
-    def absorb(results: Iterable[tuple[str, str, BlobInfo | None, FileFacts]]) -> None:
+    # 2. The facts cache: rows copied by SQL at the same path, re-homed at another path.
+    want = pa.table({"blob_id": [k[0] for k in keys], "language": [k[1] for k in keys]})
+    out.register("_want", want)
+    cached = out.execute(
+        "SELECT f.blob_id, f.language, f.status, f.reason, f.content_hash, f.size, f.origin_path "
+        "FROM facts.blob_files f JOIN _want w USING (blob_id, language)").fetchall()
+    out.unregister("_want")
+    stats.cached_blobs = len(cached)
+    same_path: list[tuple[str, str]] = []
+    for blob, lang, status, reason, chash, size, origin in cached:
+        results[(blob, lang)] = (status, reason, chash, size)
+        if not lang:
+            continue
+        for path in paths_of[(blob, lang)]:
+            if path == origin:
+                same_path.append((blob, path))
+            else:
+                _rehome(out, sink, blob, origin, path)
+    if same_path:
+        out.register("_same", pa.table({"blob_id": [b for b, _ in same_path], "path": [p for _, p in same_path]}))
+        out.execute("INSERT INTO symbols SELECT s.* FROM facts.blob_symbols s SEMI JOIN _same x "
+                    "ON s.blob_id = x.blob_id AND s.path = x.path")
+        out.execute("INSERT INTO edges SELECT e.* FROM facts.blob_edges e SEMI JOIN _same x "
+                    "ON e.blob_id = x.blob_id AND e.path = x.path")
+        out.unregister("_same")
+    done += sum(len(paths_of[k]) for k in results)
+
+    # 3. Extraction of everything else, in a process pool when it pays.
+    cap, timeout = target.config.max_file_bytes, target.config.parse_timeout_s
+    todo = [k for k in keys if k not in results]
+    new_keys: list[tuple[str, str, str]] = []
+
+    def absorb(ex: Extracted) -> None:
         nonlocal done
-        batch = []
-        for blob, lang, info, ff in results:
-            fresh[(blob, lang)] = (info, ff)
-            batch.append((blob, lang, info, ff))
-            stats.extracted_blobs += 1
-            done += 1
-        _store_facts(facts, batch)
-        if progress:
-            progress(min(done, total), total)
+        key = (ex.blob_id, ex.language)
+        results[key] = (ex.status, ex.reason, ex.content_hash, ex.size)
+        stats.extracted_blobs += 1
+        sink.add(ex.symbols, ex.edges)
+        if ex.reason not in TRANSIENT_REASONS:
+            new_keys.append((ex.blob_id, ex.language, paths_of[key][0]))
+        done += len(paths_of[key])
 
-    in_odb = [k for k in todo if k[0] not in contents]
     local = [k for k in todo if k[0] in contents]
+    remote = [k for k in todo if k[0] not in contents]
     for blob, lang in local:
-        info, ff = facts_for_blob(lang or None, contents[blob], timeout)
-        absorb([(blob, lang, info, ff)])
+        absorb(extract_job(None, (blob, lang, tuple(paths_of[(blob, lang)]), timeout, cap), contents[blob]))
+    jobs_list: list[Job] = [(b, lang, tuple(paths_of[(b, lang)]), timeout, cap) for b, lang in remote]
+    chunks = [jobs_list[i:i + 32] for i in range(0, len(jobs_list), 32)]
     workers = jobs if jobs is not None else min(2, os.cpu_count() or 1)
-    if workers > 1 and len(in_odb) >= POOL_THRESHOLD:
-        chunks = [[(b, lang, timeout) for b, lang in in_odb[i:i + 64]] for i in range(0, len(in_odb), 64)]
+    if workers > 1 and len(jobs_list) >= POOL_THRESHOLD:
         import multiprocessing as mp
 
-        ctx = mp.get_context("fork")
-        with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init,
+        with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"), initializer=_worker_init,
                                  initargs=(target.repo.path,)) as pool:
-            for res in pool.map(_extract_batch, chunks):
-                absorb(res)
+            for batch in pool.map(_extract_batch, chunks):
+                for ex in batch:
+                    absorb(ex)
+                if progress:
+                    progress(min(done, total), total)
     else:
-        for i in range(0, len(in_odb), 64):
-            absorb([_extract_one(target.repo, b, lang, timeout) for b, lang in in_odb[i:i + 64]])
+        for chunk in chunks:
+            for job in chunk:
+                absorb(extract_job(target.repo, job))
+            if progress:
+                progress(min(done, total), total)
 
     for r in need:
-        key = (r.entry.blob_id, r.language or "")
-        info, ff = fresh[key] if key in fresh else cached[key]
-        r.status, r.reason, r.facts = ff.status, ff.reason, ff
-        r.content_hash = info.content_hash if info else None
+        r.status, r.reason, r.content_hash, r.size = results[(r.entry.blob_id, r.language or "")]
+    return new_keys
 
 
-def _load_cached(facts: duckdb.DuckDBPyConnection, keys: list[tuple[str, str]]
-                 ) -> dict[tuple[str, str], tuple[BlobInfo | None, FileFacts]]:
-    if not keys:
-        return {}
-    want = pa.table({"blob_id": [k[0] for k in keys], "language": [k[1] for k in keys]})
-    facts.register("want", want)
+def _rehome(out: duckdb.DuckDBPyConnection, sink: _Sink, blob: str, origin: str, path: str) -> None:
+    """Rows of a cached blob first seen at ``origin``, placed at ``path`` (new handles)."""
+    rows = out.execute("SELECT * FROM facts.blob_symbols WHERE blob_id = ? AND path = ?", [blob, origin]).fetchall()
+    moved, mapping = rehome(rows, path)
+    syms = empty_columns(SYMBOL_COLUMNS)
+    for row in moved:
+        for c, v in zip(SYMBOL_COLUMNS, row, strict=True):
+            syms[c].append(v)
+    edges = empty_columns(EDGE_COLUMNS)
+    for row in out.execute("SELECT * FROM facts.blob_edges WHERE blob_id = ? AND path = ?", [blob, origin]).fetchall():
+        vals = dict(zip(EDGE_COLUMNS, row, strict=True))
+        vals["path"] = path
+        vals["source_handle"] = mapping.get(vals["source_handle"]) if vals["source_handle"] else None
+        for c in EDGE_COLUMNS:
+            edges[c].append(vals[c])
+    sink.add(syms, edges)
+
+
+def _remember_facts(out: duckdb.DuckDBPyConnection, new_keys: list[tuple[str, str, str]]) -> None:
+    """Copy the facts extracted by this build into the cache, inside DuckDB (no Python rows)."""
+    if not new_keys:
+        return
+    out.register("_new", pa.table({"blob_id": [k[0] for k in new_keys], "language": [k[1] for k in new_keys],
+                                   "path": [k[2] for k in new_keys]}))
     try:
-        out: dict[tuple[str, str], tuple[BlobInfo | None, FileFacts]] = {}
-        for blob, lang, status, reason, chash, size in facts.execute(
-            "SELECT f.blob_id, f.language, status, reason, content_hash, size FROM blob_files f "
-            "JOIN want w USING (blob_id, language)").fetchall():
-            info = BlobInfo(chash, size) if chash is not None else None
-            out[(blob, lang)] = (info, FileFacts(status=status, reason=reason))
-        if not out:
-            return out
-        for row in facts.execute(
-            "SELECT s.* FROM blob_symbols s JOIN want w USING (blob_id, language) ORDER BY blob_id, language, idx"
-        ).fetchall():
-            ff = out[(row[0], row[1])][1]
-            ff.symbols.append(SymbolFact(*row[3:]))
-        for row in facts.execute(
-            "SELECT e.* FROM blob_edges e JOIN want w USING (blob_id, language)"
-        ).fetchall():
-            out[(row[0], row[1])][1].edges.append(EdgeFact(*row[2:]))
-        for _info, ff in out.values():
-            ff.edges.sort(key=lambda e: (e.line, e.source, e.kind, e.target))
-        return out
+        out.execute("DELETE FROM facts.blob_files f USING _new n WHERE f.blob_id = n.blob_id "
+                    "AND f.language = n.language")
+        out.execute("INSERT INTO facts.blob_files SELECT f.blob_id, n.language, f.status, f.reason, "
+                    "f.content_hash, f.size, f.path FROM files f JOIN _new n ON f.path = n.path AND "
+                    "f.blob_id = n.blob_id")
+        out.execute("INSERT INTO facts.blob_symbols SELECT s.* FROM symbols s SEMI JOIN _new n "
+                    "ON s.path = n.path AND s.blob_id = n.blob_id")
+        out.execute("INSERT INTO facts.blob_edges SELECT e.* FROM edges e SEMI JOIN _new n "
+                    "ON e.path = n.path AND e.blob_id = n.blob_id")
     finally:
-        facts.unregister("want")
-
-
-def _store_facts(facts: duckdb.DuckDBPyConnection,
-                 batch: list[tuple[str, str, BlobInfo | None, FileFacts]]) -> None:
-    if not batch:
-        return
-    cacheable = [b for b in batch if b[3].reason not in ("parse-timeout", "missing-blob")]
-    if not cacheable:
-        return
-    files = {c: [] for c in ("blob_id", "language", "status", "reason", "content_hash", "size")}
-    syms: dict[str, list] = {c: [] for c in ("blob_id", "language", "idx", "kind", "name", "qualified_name",
-                                             "ordinal", "start_byte", "end_byte", "start_line", "end_line",
-                                             "parent", "fragment_hash", "body_hash")}
-    edges: dict[str, list] = {c: [] for c in ("blob_id", "language", "source", "kind", "target", "line")}
-    for blob, lang, info, ff in cacheable:
-        for c, v in zip(files, (blob, lang, ff.status, ff.reason, info.content_hash if info else None,
-                                info.size if info else None), strict=True):
-            files[c].append(v)
-        for i, s in enumerate(ff.symbols):
-            for c, v in zip(syms, (blob, lang, i, s.kind, s.name, s.qualified_name, s.ordinal, s.start_byte,
-                                   s.end_byte, s.start_line, s.end_line, s.parent, s.fragment_hash,
-                                   s.body_hash), strict=True):
-                syms[c].append(v)
-        for e in ff.edges:
-            for c, v in zip(edges, (blob, lang, e.source, e.kind, e.target, e.line), strict=True):
-                edges[c].append(v)
-    _bulk(facts, "blob_files", files)
-    _bulk(facts, "blob_symbols", syms)
-    _bulk(facts, "blob_edges", edges)
+        out.unregister("_new")
 
 
 def _bulk(con: duckdb.DuckDBPyConnection, table: str, columns: dict[str, list]) -> None:
@@ -564,47 +764,3 @@ def _bulk(con: duckdb.DuckDBPyConnection, table: str, columns: dict[str, list]) 
         con.execute(f"INSERT INTO {table} ({', '.join(columns)}) SELECT * FROM _bulk_src")
     finally:
         con.unregister("_bulk_src")
-
-
-def _write_rows(out: duckdb.DuckDBPyConnection, rows: list[_FileRow], reuse: set[str], has_parent: bool,
-                contents: dict[str, bytes]) -> None:
-    for chunk in _chunks(rows, BATCH_FILES):
-        fcols: dict[str, list] = {c: [] for c in FILE_COLUMNS}
-        scols: dict[str, list] = {c: [] for c in SYMBOL_COLUMNS}
-        ecols: dict[str, list] = {c: [] for c in EDGE_COLUMNS}
-        for r in chunk:
-            e = r.entry
-            for c, v in zip(FILE_COLUMNS, (e.path, e.blob_id, r.content_hash, r.language, r.status,
-                                           r.reason, r.size, e.mode, e.dirty), strict=True):
-                fcols[c].append(v)
-            if e.path in reuse or r.facts is None or not r.language:
-                continue
-            handles = [symbol_handle(e.path, r.language, s.kind, s.qualified_name, s.ordinal)
-                       for s in r.facts.symbols]
-            for s, h in zip(r.facts.symbols, handles, strict=True):
-                vals = (h, e.path, r.language, s.kind, s.name, s.qualified_name, s.ordinal, s.start_byte,
-                        s.end_byte, s.start_line, s.end_line, handles[s.parent] if s.parent >= 0 else None,
-                        s.fragment_hash, s.body_hash, e.blob_id)
-                for c, v in zip(SYMBOL_COLUMNS, vals, strict=True):
-                    scols[c].append(v)
-            for ed in r.facts.edges:
-                vals = (e.path, handles[ed.source] if ed.source >= 0 else None, ed.kind, ed.target, ed.line,
-                        e.blob_id)
-                for c, v in zip(EDGE_COLUMNS, vals, strict=True):
-                    ecols[c].append(v)
-        _bulk(out, "files", fcols)
-        _bulk(out, "symbols", scols)
-        _bulk(out, "edges", ecols)
-    if has_parent and reuse:
-        out.register("_reuse", pa.table({"path": sorted(reuse)}))
-        out.execute("INSERT INTO symbols SELECT s.* FROM parent.symbols s SEMI JOIN _reuse r ON s.path = r.path")
-        out.execute("INSERT INTO edges SELECT s.* FROM parent.edges s SEMI JOIN _reuse r ON s.path = r.path")
-        out.unregister("_reuse")
-    dirty_blobs = sorted({r.entry.blob_id for r in rows if r.entry.dirty and r.entry.blob_id in contents})
-    if dirty_blobs:
-        _bulk(out, "contents", {"blob_id": dirty_blobs, "data": [contents[b] for b in dirty_blobs]})
-
-
-def _chunks(items: list, n: int) -> Iterator[list]:
-    for i in range(0, len(items), n):
-        yield items[i:i + n]

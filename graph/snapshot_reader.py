@@ -27,25 +27,33 @@ class Snapshot:
     @classmethod
     def open(cls, rs: RepoStore, snapshot_id: str, repo: pygit2.Repository | None = None,
              wait_s: float = 2.0) -> Snapshot:
+        """Open a ready snapshot read-only. A delta snapshot is read through views that
+        lay its own rows over its full base (paths in ``overrides`` hide the base's)."""
         entry = rs.entry(snapshot_id)
         if not entry or entry.get("state") != "ready":
             raise CitegraphError(f"snapshot {snapshot_id} is not ready", "run citegraph index", code=1,
                                  retryable=True)
-        path = rs.snapshot_path(snapshot_id)
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                con = duckdb.connect(str(path), read_only=True)
-                break
-            except duckdb.IOException as exc:
-                if time.monotonic() > deadline:
-                    raise CitegraphError(f"snapshot {snapshot_id} cannot be opened ({exc})",
-                                         "retry; if it persists run citegraph gc and index again",
-                                         code=3, retryable=True) from exc
-                time.sleep(0.02)
-            except duckdb.Error as exc:
-                raise CitegraphError(f"snapshot {snapshot_id} is unreadable ({exc})",
-                                     "run citegraph index again to rebuild it", code=3) from exc
+        con = duckdb.connect(":memory:")
+        try:
+            _attach(con, "d", rs.snapshot_path(snapshot_id), snapshot_id, wait_s)
+            base = entry.get("base")
+            if base:
+                bentry = rs.entry(base)
+                if not bentry or bentry.get("state") != "ready":
+                    raise CitegraphError(f"snapshot {snapshot_id} lacks its base {base}",
+                                         "run citegraph index to rebuild it", code=3)
+                _attach(con, "b", rs.snapshot_path(base), base, wait_s)
+                for t in LAYERED_TABLES:
+                    con.execute(f"CREATE VIEW {t} AS SELECT * FROM d.{t} UNION ALL SELECT x.* FROM b.{t} x "
+                                "WHERE NOT EXISTS (SELECT 1 FROM d.overrides o WHERE o.path = x.path)")
+                con.execute("CREATE VIEW contents AS SELECT * FROM d.contents UNION ALL SELECT * FROM b.contents")
+            else:
+                for t in (*LAYERED_TABLES, "contents"):
+                    con.execute(f"CREATE VIEW {t} AS SELECT * FROM d.{t}")
+            con.execute("CREATE VIEW meta AS SELECT * FROM d.meta")
+        except BaseException:
+            con.close()
+            raise
         return cls(snapshot_id, entry, con, repo)
 
     def close(self) -> None:
@@ -93,3 +101,38 @@ class Snapshot:
             return self.repo.odb.read(blob_id)[1]
         except (KeyError, ValueError, pygit2.GitError):
             return None
+
+
+LAYERED_TABLES = ("files", "symbols", "edges")
+
+
+def _attach(con: duckdb.DuckDBPyConnection, alias: str, path: object, snapshot_id: str, wait_s: float) -> None:
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            con.execute(f"ATTACH '{path}' AS {alias} (READ_ONLY)")
+            break
+        except duckdb.IOException as exc:
+            msg = str(exc)
+            if "not a valid DuckDB database" in msg or "No such file" in msg or "does not exist" in msg:
+                raise _corrupt(snapshot_id, path, "not a snapshot database") from exc
+            if time.monotonic() > deadline:
+                raise CitegraphError(f"snapshot {snapshot_id} cannot be opened ({exc})",
+                                     "retry; if it persists run citegraph gc and index again",
+                                     code=3, retryable=True) from exc
+            time.sleep(0.02)
+        except duckdb.Error as exc:
+            raise _corrupt(snapshot_id, path, str(exc).splitlines()[0]) from exc
+    try:
+        rows = con.execute(f"SELECT value FROM {alias}.meta WHERE key = 'snapshot_id'").fetchall()
+    except duckdb.Error as exc:
+        raise _corrupt(snapshot_id, path, "no snapshot metadata") from exc
+    if not rows or rows[0][0] != snapshot_id:
+        raise _corrupt(snapshot_id, path, "a different snapshot's database")
+
+
+def _corrupt(snapshot_id: str, path: object, why: str) -> CitegraphError:
+    # The catalog still says ready, so index would reuse the entry; once the file is
+    # gone the entry reads as failed and the next index rebuilds it.
+    return CitegraphError(f"snapshot {snapshot_id} is corrupt or foreign ({path}: {why})",
+                          f"delete {path} and run citegraph index to rebuild it", code=3)

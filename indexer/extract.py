@@ -27,7 +27,7 @@ from tree_sitter_language_pack import get_language
 from citegraph.indexer.languages import LANGUAGES, query_source
 
 # Bump whenever extraction output for the same bytes can change (queries, rules).
-EXTRACTOR_VERSION = "cgx-1"
+EXTRACTOR_VERSION = "cgx-2"
 
 EDGE_KINDS = {"call": "calls", "import": "imports", "inherit": "inherits", "reference": "references"}
 
@@ -67,7 +67,7 @@ class ParseTimeout(Exception):
     """The parse of one file exceeded its time bound."""
 
 
-def blake3_hex(data: bytes, length: int = 32) -> str:
+def blake3_hex(data: bytes, length: int = 16) -> str:
     return blake3.blake3(data).hexdigest(length)
 
 
@@ -251,17 +251,30 @@ def _with_ordinals(symbols: list[SymbolFact]) -> list[SymbolFact]:
 def _edges(
     refs: list[tuple[str, Node, Node]], span_index: dict[tuple[int, int], int], data: bytes
 ) -> list[EdgeFact]:
-    """Attach each reference to the innermost symbol whose node contains it."""
-    edges: set[EdgeFact] = set()
-    for kind, node, name_node in refs:
-        owner = -1
-        cur: Node | None = node
-        while cur is not None:
-            idx = span_index.get((cur.start_byte, cur.end_byte))
-            if idx is not None and cur is not node:
-                owner = idx
-                break
-            cur = cur.parent
-        target = _text(data, name_node)
-        edges.add(EdgeFact(owner, EDGE_KINDS.get(kind, "references"), target, node.start_point[0] + 1))
+    """Attach each reference to the innermost symbol containing it (one sweep over
+    nested intervals), one edge per (source, kind, target) at its first line."""
+    if not refs:
+        return []
+    defs = sorted(span_index.items(), key=lambda kv: (kv[0][0], -kv[0][1]))
+    order = sorted(range(len(refs)), key=lambda i: refs[i][1].start_byte)
+    first: dict[tuple[int, str, str], int] = {}
+    stack: list[tuple[int, int]] = []  # (end_byte, symbol index)
+    d = 0
+    for i in order:
+        kind, node, name_node = refs[i]
+        pos = node.start_byte
+        while d < len(defs) and defs[d][0][0] <= pos:
+            (start, end), idx = defs[d]
+            while stack and stack[-1][0] <= start:
+                stack.pop()
+            stack.append((end, idx))
+            d += 1
+        while stack and stack[-1][0] <= pos:
+            stack.pop()
+        owner = stack[-1][1] if stack else -1
+        key = (owner, EDGE_KINDS.get(kind, "references"), _text(data, name_node))
+        line = node.start_point[0] + 1
+        if key not in first or line < first[key]:
+            first[key] = line
+    edges = [EdgeFact(src, kind, target, line) for (src, kind, target), line in first.items()]
     return sorted(edges, key=lambda e: (e.line, e.source, e.kind, e.target))
