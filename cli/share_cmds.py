@@ -1,0 +1,74 @@
+"""publish, import: thin wrappers over citegraph.memory.share."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+from citegraph.cli.common import emit_json, get_home, handle_errors
+
+
+@click.command()
+@click.option("--project", help="Only memories of this project.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False, allow_dash=True),
+              help="The JSONL file to write (- for stdout).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_context
+@handle_errors
+def publish(ctx: click.Context, project: str | None, out: str, as_json: bool) -> None:
+    """Export durable memories with their receipts for a team (portable JSONL).
+
+    Only memories whose every citation is clean and from a remote repository identity are
+    written; any other memory is refused as a whole, with its reason. Exit code 1 when a
+    memory was refused (the file then holds the publishable ones).
+    """
+    from citegraph.memory.share import publish as do_publish
+
+    report = do_publish(get_home(ctx), out, project)
+    data = report.to_json()
+    if as_json:
+        if out == "-":
+            click.echo(json.dumps(data), err=True)
+        else:
+            emit_json(data)
+    else:
+        where = "stdout" if out == "-" else out
+        click.echo(f"published {len(report.published)} memor{'y' if len(report.published) == 1 else 'ies'} "
+                   f"to {where}", err=out == "-")
+        for r in report.refused:
+            click.echo(f"  refused {r.id} ({r.reason}): {r.message}", err=True)
+        skipped = {k: v for k, v in report.skipped.items() if v}
+        if skipped:
+            click.echo("  not exported: " + ", ".join(f"{v} {k}" for k, v in skipped.items()), err=out == "-")
+    if report.refused:
+        sys.exit(1)
+
+
+@click.command(name="import")
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_context
+@handle_errors
+def import_(ctx: click.Context, file: str, as_json: bool) -> None:
+    """Load a file written by citegraph publish (legacy records: citegraph import-legacy).
+
+    The whole file is validated first; nothing is loaded if any line is bad. Re-importing
+    the same file changes nothing. Imported citations validate against this home's own
+    snapshots of the same repositories (same origin URL).
+    """
+    from citegraph.memory.share import import_file
+
+    report = import_file(get_home(ctx), file)
+    if as_json:
+        emit_json(report.to_json())
+        return
+    click.echo(f"imported {len(report.imported)} new, {len(report.updated)} updated, "
+               f"{len(report.unchanged)} unchanged memor{'y' if len(report.unchanged) == 1 else 'ies'} "
+               f"from {file} ({report.format}"
+               f"{' v' + str(report.format_version) if report.format_version else ''})")
+    for k in report.kept_local:
+        click.echo(f"  kept local {k['id']}: {k['reason']}")
+
+
+COMMANDS = [publish, import_]

@@ -1,0 +1,147 @@
+"""The MCP server (SPEC §11), driven over stdio by the ``mcp`` SDK's own client: tool
+results carry the CLI's --json structure, errors are tool errors with the CLI's line and code."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import anyio
+import pytest
+from citegraph.graph.snapshot_builder import build_snapshot
+from citegraph.memory import api
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+SRC = '''class RetryPolicy:
+    def next_delay(self, attempt):
+        return min(2 ** attempt, 60)
+
+
+def keep_key(request):
+    return request.idempotency_key
+'''
+
+TOOLS = {"remember", "brief", "validate", "index_status", "workset_prepare"}
+
+
+@pytest.fixture
+def indexed(make_repo, home):
+    repo = make_repo("svc", remote="https://example.com/org/svc.git")
+    repo.write("src/retry.py", SRC)
+    repo.write("docs/notes.md", "retry notes\n")
+    repo.commit("c1")
+    build_snapshot(repo.root, home)
+    return repo
+
+
+def run_session(home, steps):
+    """Start `citegraph mcp` as a subprocess and run ``steps(session)`` against it."""
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "citegraph.cli.main", "mcp"],
+        env={"CITEGRAPH_HOME": str(home.root), "PYTHONPATH": os.environ.get("PYTHONPATH", "")})
+    out = {}
+
+    async def main():
+        with open(os.devnull, "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    with anyio.fail_after(90):
+                        out["result"] = await steps(session)
+
+    anyio.run(main)
+    return out["result"]
+
+
+def cli_json(run_cli, *args, cwd=None):
+    res = run_cli(*args, cwd=cwd)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def test_tools_over_stdio(indexed, home, run_cli):
+    cwd = str(indexed.root)
+
+    async def steps(s):
+        r = {}
+        r["tools"] = (await s.list_tools()).tools
+        r["remember"] = await s.call_tool("remember", {
+            "callerCwd": cwd, "text": "retries keep the idempotency key", "project": "svc", "topic": "retry",
+            "codeRefs": ["src/retry.py::keep_key", "src/retry.py#L1-L3", "docs/notes.md"]})
+        r["brief"] = await s.call_tool("brief", {"callerCwd": cwd, "task": "change the retry idempotency key",
+                                                 "project": "svc", "budgetTokens": 1000})
+        r["validate"] = await s.call_tool("validate", {"callerCwd": cwd, "project": "svc"})
+        r["status"] = await s.call_tool("index_status", {"callerCwd": cwd})
+        r["bad_ref"] = await s.call_tool("remember", {"callerCwd": cwd, "text": "x", "codeRefs": ["src/nope.py"]})
+        r["bad_symbol"] = await s.call_tool("remember", {"callerCwd": cwd, "text": "x",
+                                                         "codeRefs": ["src/retry.py::Nope"]})
+        r["relative"] = await s.call_tool("index_status", {"callerCwd": "relative/dir"})
+        r["unknown_arg"] = await s.call_tool("validate", {"callerCwd": cwd, "bogus": 1})
+        r["wrong_type"] = await s.call_tool("remember", {"callerCwd": cwd, "text": "x", "codeRefs": "src/retry.py"})
+        r["unknown_tool"] = await s.call_tool("nope", {})
+        r["not_repo"] = await s.call_tool("index_status", {"callerCwd": "/"})
+        # The CLI's --json output for the same state (compared below).
+        r["cli_validate"] = cli_json(run_cli, "validate", "--project", "svc", "--format", "json", cwd=cwd)
+        r["cli_status"] = cli_json(run_cli, "status", "--json", cwd=cwd)
+        r["cli_bad_ref"] = run_cli("remember", "--text", "x", "--code-ref", "src/nope.py", cwd=cwd)
+        indexed.write("src/retry.py", SRC + "\n\ndef extra():\n    return 0\n")  # dirty, not indexed
+        r["not_current"] = await s.call_tool("remember", {"callerCwd": cwd, "text": "x",
+                                                          "codeRefs": ["src/retry.py"]})
+        return r
+
+    r = run_session(home, steps)
+
+    tools = {t.name: t for t in r["tools"]}
+    assert set(tools) == TOOLS
+    for name in TOOLS - {"workset_prepare"}:
+        assert "callerCwd" in tools[name].input_schema["properties"]
+        assert "callerCwd" in tools[name].input_schema["required"]
+    assert tools["remember"].input_schema["properties"]["codeRefs"]["type"] == "array"
+
+    rem = r["remember"]
+    assert not rem.is_error, rem.content
+    sc = rem.structured_content
+    assert sc["id"].startswith("cgm_") and [c["kind"] for c in sc["citations"]] == ["symbol", "span", "file"]
+    assert sc["citations"][0]["handle"].startswith("cgs_")
+    assert sc["id"] in rem.content[0].text
+
+    # structuredContent equals the CLI's --json output.
+    assert r["validate"].structured_content == r["cli_validate"]
+    val = r["validate"].structured_content
+    assert val["memories"][0]["freshness"] == "fresh" and val["summary"]["exact"] == 3
+    assert "fresh" in r["validate"].content[0].text
+    status = r["cli_status"]
+    assert r["status"].structured_content == status and status["exact_current"] is True
+
+    if hasattr(api, "brief"):
+        b = r["brief"]
+        assert not b.is_error, b.content
+        assert b.structured_content["coverage"] in ("supported", "partial", "none")
+        assert sc["id"] in [m["id"] for m in b.structured_content["memories"]]
+    else:
+        assert r["brief"].is_error and "not available" in r["brief"].content[0].text
+
+    # A bad ref is a tool error with the CLI's one line and exit code; nothing stored.
+    bad = r["bad_ref"]
+    assert bad.is_error
+    cli = r["cli_bad_ref"]
+    assert bad.content[0].text == cli.stderr.strip()
+    assert bad.structured_content["error"]["code"] == cli.returncode == 2
+    assert r["bad_symbol"].is_error and "candidates" in r["bad_symbol"].content[0].text
+
+    for key in ("relative", "unknown_arg", "wrong_type", "unknown_tool"):
+        res = r[key]
+        assert res.is_error, key
+        assert res.content[0].text.startswith("citegraph: ")
+        assert res.structured_content["error"]["code"] == 2, key
+    assert r["not_repo"].is_error and r["not_repo"].structured_content["error"]["code"] == 3
+    assert "not a git repository" in r["not_repo"].content[0].text
+
+    # No exact-current snapshot (dirty worktree not indexed): retryable, exit code 1.
+    res = r["not_current"]
+    assert res.is_error
+    err = res.structured_content["error"]
+    assert err["code"] == 1 and err["retryable"] is True
+    assert "citegraph index" in res.content[0].text
