@@ -696,13 +696,21 @@ def _fill(need: list[_FileRow], target: _Target, contents: dict[str, bytes], out
     if workers > 1 and len(jobs_list) >= POOL_THRESHOLD:
         import multiprocessing as mp
 
-        with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"), initializer=_worker_init,
-                                 initargs=(target.repo.path,)) as pool:
+        pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"), initializer=_worker_init,
+                                   initargs=(target.repo.path,))
+        try:
             for batch in pool.map(_extract_batch, chunks):
                 for ex in batch:
                     absorb(ex)
                 if progress:
                     progress(min(done, total), total)
+        except BaseException:
+            # Ctrl-C or a failure: drop queued work and stop the workers now.
+            pool.shutdown(wait=False, cancel_futures=True)
+            for proc in list(getattr(pool, "_processes", {}).values()):
+                proc.terminate()
+            raise
+        pool.shutdown()
     else:
         for chunk in chunks:
             for job in chunk:
