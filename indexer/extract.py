@@ -27,7 +27,7 @@ from tree_sitter_language_pack import get_language
 from citegraph.indexer.languages import LANGUAGES, query_source
 
 # Bump whenever extraction output for the same bytes can change (queries, rules).
-EXTRACTOR_VERSION = "cgx-2"
+EXTRACTOR_VERSION = "cgx-3"
 
 EDGE_KINDS = {"call": "calls", "import": "imports", "inherit": "inherits", "reference": "references"}
 
@@ -146,8 +146,9 @@ def extract(language: str, data: bytes, timeout_s: float = 5.0) -> FileFacts:
     status = "partial" if root.has_error else "indexed"
 
     defs: dict[tuple[int, int], _Def] = {}
+    def_pattern: dict[tuple[int, int], int] = {}
     refs: list[tuple[str, Node, Node]] = []
-    for _pattern, caps in QueryCursor(compiled_query(language)).matches(root):
+    for pattern, caps in QueryCursor(compiled_query(language)).matches(root):
         name_nodes = caps.get("name")
         if not name_nodes:
             continue
@@ -159,8 +160,9 @@ def extract(language: str, data: bytes, timeout_s: float = 5.0) -> FileFacts:
                 if parent is not None and parent.type in spec.wrappers:
                     node = parent
                 key = (node.start_byte, node.end_byte)
-                if key in defs:
-                    continue
+                if key in defs and def_pattern[key] <= pattern:
+                    break  # two patterns capture one node: the earlier pattern wins
+                def_pattern[key] = pattern
                 qual = caps.get("qualifier")
                 defs[key] = _Def(
                     node=node,

@@ -23,11 +23,12 @@ class LanguageSpec:
     # Node types that wrap a definition and are syntactically part of it (a Python
     # decorated_definition): the fragment grows to the wrapper.
     wrappers: tuple[str, ...] = ()
-    # Symbol kinds whose directly nested functions are methods.
+    # Symbol kinds whose directly nested functions are methods (a function in a
+    # namespace or module stays a function, except in Ruby where modules hold methods).
     class_kinds: frozenset[str] = field(
         default_factory=lambda: frozenset(
-            {"class", "struct", "interface", "trait", "enum", "object", "impl", "module",
-             "namespace", "protocol", "extension", "record"}
+            {"class", "struct", "interface", "trait", "enum", "object", "impl", "protocol",
+             "extension", "record"}
         )
     )
 
@@ -43,7 +44,8 @@ _SPECS: tuple[LanguageSpec, ...] = (
     LanguageSpec("c", "c", (".c", ".h")),
     LanguageSpec("cpp", "cpp", (".cc", ".cpp", ".cxx", ".c++", ".hpp", ".hh", ".hxx", ".h++")),
     LanguageSpec("csharp", "csharp", (".cs",)),
-    LanguageSpec("ruby", "ruby", (".rb", ".rake", ".gemspec")),
+    LanguageSpec("ruby", "ruby", (".rb", ".rake", ".gemspec"),
+                 class_kinds=frozenset({"class", "module"})),
     LanguageSpec("kotlin", "kotlin", (".kt", ".kts")),
     LanguageSpec("php", "php", (".php",)),
     LanguageSpec("swift", "swift", (".swift",)),

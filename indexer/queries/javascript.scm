@@ -27,9 +27,16 @@
     property: [(property_identifier) (private_property_identifier)] @name
     value: [(arrow_function) (function_expression)]) @definition.function)
 
+; A class expression assigned to a (static) field is a nested class.
+(class_body
+  (field_definition
+    property: [(property_identifier) (private_property_identifier)] @name
+    value: (class)) @definition.class)
+
 ; --- module-level const ----------------------------------------------------------------
 ; `const f = () => ...` / `const f = function ...` is a function, `const C = class ...` a
-; class; any other initialised top-level `const` is a constant. `let`/`var` are not symbols.
+; class; any other initialised top-level `const` is a constant, except a CommonJS
+; `require(...)` binding (an import, not a symbol). `let`/`var` are not symbols.
 
 (program
   (lexical_declaration
@@ -64,14 +71,16 @@
     kind: "const"
     (variable_declarator
       name: (identifier) @name
-      value: (_)) @definition.constant))
+      value: (_) @_value) @definition.constant
+    (#not-match? @_value "^require[ ]*[(]")))
 
 (export_statement
   declaration: (lexical_declaration
     kind: "const"
     (variable_declarator
       name: (identifier) @name
-      value: (_)) @definition.constant))
+      value: (_) @_value) @definition.constant
+    (#not-match? @_value "^require[ ]*[(]")))
 
 ; --- imports ----------------------------------------------------------------------------
 

@@ -69,7 +69,7 @@
   argument: (use_as_clause path: (_) @name)) @reference.import
 
 (use_declaration
-  argument: (use_wildcard [(scoped_identifier) (identifier)] @name)) @reference.import
+  argument: (use_wildcard [(scoped_identifier) (identifier) (crate) (super) (self)] @name)) @reference.import
 
 (extern_crate_declaration
   name: (identifier) @name) @reference.import

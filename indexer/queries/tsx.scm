@@ -66,6 +66,12 @@
     name: [(property_identifier) (private_property_identifier)] @name
     value: [(arrow_function) (function_expression)]) @definition.function)
 
+; A class expression assigned to a (static) field is a nested class.
+(class_body
+  (public_field_definition
+    name: [(property_identifier) (private_property_identifier)] @name
+    value: (class)) @definition.class)
+
 (interface_body
   (method_signature
     name: (property_identifier) @name) @definition.function)
@@ -73,7 +79,8 @@
 ; --- module-level const ----------------------------------------------------------------
 ; `const f = () => ...` / `const f = function ...` is a function, `const C = class ...` a
 ; class; any other initialised `const` at module level (file, namespace body) is a
-; constant. `let`/`var` are not symbols.
+; constant, except a CommonJS `require(...)` binding (an import, not a symbol).
+; `let`/`var` are not symbols.
 
 (program
   (lexical_declaration
@@ -116,14 +123,16 @@
     kind: "const"
     (variable_declarator
       name: (identifier) @name
-      value: (_)) @definition.constant))
+      value: (_) @_value) @definition.constant
+    (#not-match? @_value "^require[ ]*[(]")))
 
 (export_statement
   declaration: (lexical_declaration
     kind: "const"
     (variable_declarator
       name: (identifier) @name
-      value: (_)) @definition.constant))
+      value: (_) @_value) @definition.constant
+    (#not-match? @_value "^require[ ]*[(]")))
 
 (internal_module
   body: (statement_block
@@ -131,7 +140,8 @@
       kind: "const"
       (variable_declarator
         name: (identifier) @name
-        value: (_)) @definition.constant)))
+        value: (_) @_value) @definition.constant
+    (#not-match? @_value "^require[ ]*[(]"))))
 
 ; --- imports ----------------------------------------------------------------------------
 
