@@ -136,16 +136,24 @@ FAIL_ON = {"stale": {"stale"}, "unknown": {"stale", "unknown"}}
 @click.option("--at", "at", help="Validate against the snapshot of this indexed commit (offline/CI).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "jsonl"]), default="text", show_default=True)
 @click.option("--fail-on", type=click.Choice(["stale", "unknown"]))
+@click.option("--workset", help="Validate against the members of this workset (never builds; see docs/worksets.md).")
 @click.pass_context
 @handle_errors
 def validate(ctx: click.Context, all_: bool, memory_ids: tuple[str, ...], project: str | None,
-             repos: tuple[str, ...], at: str | None, fmt: str, fail_on: str | None) -> None:
+             repos: tuple[str, ...], at: str | None, fmt: str, fail_on: str | None,
+             workset: str | None = None) -> None:
     """Check every citation against the exact current code: exact, relocated, changed,
     deleted or unknown."""
     if all_ and memory_ids:
         raise click.UsageError("--all and --memory are exclusive")
-    report = api.validate_memories(get_home(ctx), memory_ids=list(memory_ids) or None, project=project,
-                                   repo_paths=list(repos) or None, at=at)
+    if workset and (repos or at):
+        raise click.UsageError("--workset cannot be combined with --repo or --at")
+    if workset:
+        report = api.validate_workset(get_home(ctx), workset, memory_ids=list(memory_ids) or None,
+                                      project=project)
+    else:
+        report = api.validate_memories(get_home(ctx), memory_ids=list(memory_ids) or None, project=project,
+                                       repo_paths=list(repos) or None, at=at)
     data = report.to_json()
     if fmt == "json":
         emit_json(data)
@@ -158,7 +166,8 @@ def validate(ctx: click.Context, all_: bool, memory_ids: tuple[str, ...], projec
                        f"{' (' + m['reason'] + ')' if m.get('reason') else ''}")
             for c in m["citations"]:
                 loc = ""
-                if c["observed"] and (c["outcome"] == "relocated" or c["observed"]["path"] != c["path"]):
+                if c["observed"] and (c["outcome"] == "relocated" or c["observed"]["path"] != c["path"]
+                                      or c["observed"]["handle"] not in (None, c["handle"])):  # a successor
                     o = c["observed"]
                     loc = f" → {o['path']}" + (f"#L{o['start_line']}-L{o['end_line']}" if o["start_line"] else "")
                 why = f" ({c['reason']})" if c["reason"] else ""

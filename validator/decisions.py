@@ -40,13 +40,15 @@ def decide_file(r: Receipt, ev: FileEvidence) -> Observation:
             return Observation(r.id, "exact", None, Observed(r.path))
         return Observation(r.id, "changed", None, Observed(r.path))  # a copy never rescues it
     elsewhere = tuple(p for p in ev.paths_with_blob if p != r.path)
-    if len(elsewhere) == 1:
-        return Observation(r.id, "relocated", None, Observed(elsewhere[0]))
     if len(elsewhere) > 1:
         return _unknown(r, "ambiguous-relocation")
-    if ev.inventory_complete:
-        return Observation(r.id, "deleted")
-    return _unknown(r, "incomplete-coverage")
+    if not ev.inventory_complete:
+        # "exactly one file anywhere" and "none has it" are unprovable when part of the
+        # inventory is missing (a partial clone lacking a tree may hold another copy).
+        return _unknown(r, "incomplete-coverage")
+    if len(elsewhere) == 1:
+        return Observation(r.id, "relocated", None, Observed(elsewhere[0]))
+    return Observation(r.id, "deleted")
 
 
 def decide_span(r: Receipt, ev: SpanEvidence) -> Observation:
@@ -61,16 +63,20 @@ def decide_span(r: Receipt, ev: SpanEvidence) -> Observation:
         if len(ev.other_occurrences) > 1:
             return _unknown(r, "ambiguous-relocation")
         return Observation(r.id, "changed", None, Observed(r.path))
+    if len(ev.paths_with_cited_blob) > 1:
+        return _unknown(r, "ambiguous-relocation")
+    if not ev.inventory_complete:
+        # The cited path (or another copy) may sit in a tree this repository lacks.
+        return _unknown(r, "incomplete-coverage")
     if len(ev.paths_with_cited_blob) == 1:
         return Observation(r.id, "relocated", None,
                            Observed(ev.paths_with_cited_blob[0], r.start_line, r.end_line))
-    if len(ev.paths_with_cited_blob) > 1:
-        return _unknown(r, "ambiguous-relocation")
-    if len(ev.added_files_with_bytes) == 1:
-        path, start = ev.added_files_with_bytes[0]
-        return Observation(r.id, "relocated", None, Observed(path, start, start + n - 1))
     if len(ev.added_files_with_bytes) > 1:
         return _unknown(r, "ambiguous-relocation")
+    if len(ev.added_files_with_bytes) == 1 and ev.diff_complete:
+        # Uniqueness among added files holds only when every added file was searched.
+        path, start = ev.added_files_with_bytes[0]
+        return Observation(r.id, "relocated", None, Observed(path, start, start + n - 1))
     if ev.capture_commit_known and ev.diff_complete:
         return Observation(r.id, "deleted")
     return _unknown(r, "incomplete-coverage")

@@ -80,7 +80,7 @@ class SnapshotEvidence:
                              "ORDER BY handle", t):
                 ev.by_body.setdefault(row[8], []).append(_sym(row))
             langs = sorted({r.language for r in syms if r.language})
-            for path, lang, blob, status, reason in _rows(
+            for path, lang, blob, _status, reason in _rows(
                     snap, "SELECT f.path, f.language, f.blob_id, f.status, f.reason FROM files f "
                     "SEMI JOIN _cited c ON f.language = c.l WHERE f.status <> 'indexed' ORDER BY f.path",
                     pa.table({"l": langs})):
@@ -139,7 +139,8 @@ class SnapshotEvidence:
                                 other_occurrences=tuple(h for h in hits if h != r.start_line), line_count=n)
         moved = tuple(p for p in self.paths_by_blob.get(r.blob_id, ()) if p != r.path)
         if moved:
-            return SpanEvidence(at_path_exists=False, paths_with_cited_blob=moved, line_count=n)
+            return SpanEvidence(at_path_exists=False, paths_with_cited_blob=moved, line_count=n,
+                                inventory_complete=self.inventory_complete)
         known, complete, added = self._added_since(repo, r.commit, snapshot_commit)
         found: list[tuple[str, int]] = []
         for path, blob_id in added:
@@ -150,7 +151,8 @@ class SnapshotEvidence:
             for start in find_span(data, r.first_line_hash or "", r.span_hash or "", n):
                 found.append((path, start))
         return SpanEvidence(at_path_exists=False, added_files_with_bytes=tuple(found),
-                            capture_commit_known=known, diff_complete=complete, line_count=n)
+                            capture_commit_known=known, diff_complete=complete, line_count=n,
+                            inventory_complete=self.inventory_complete)
 
     def _added_since(self, repo: pygit2.Repository | None, capture_commit: str, snapshot_commit: str
                      ) -> tuple[bool, bool, list[tuple[str, str]]]:
@@ -169,6 +171,13 @@ class SnapshotEvidence:
         for d in diff.deltas:
             if d.status == pygit2.GIT_DELTA_ADDED:
                 added[d.new_file.path] = str(d.new_file.id)
+        if len(added) > MAX_ADDED_FILES:
+            return True, False, []
+        # "Now" is the snapshot, not its commit: an overlay may have deleted or rewritten a
+        # path the commit added. Keep the added paths the snapshot holds, with its blob.
+        if added:
+            added = dict(_rows(self.snap, "SELECT f.path, f.blob_id FROM files f SEMI JOIN _cited c "
+                               "ON f.path = c.p", pa.table({"p": sorted(added)})))
         # Overlay: dirty paths that did not exist at the capture commit count as added.
         for path, blob in self.snap.query("SELECT path, blob_id FROM files WHERE dirty"):
             if path not in added:

@@ -111,6 +111,7 @@ class SpanEvidence:
     capture_commit_known: bool = False
     diff_complete: bool = False
     line_count: int = 1
+    inventory_complete: bool = True  # False: the snapshot's inventory misses trees
 
 
 @dataclass(frozen=True)

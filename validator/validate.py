@@ -45,6 +45,7 @@ class ScopeMember:
     path: str
     cur: CurrentState | None
     error: str | None = None
+    exc: CitegraphError | None = None  # the error behind ``error`` (its exit code and advice)
 
 
 @dataclass
@@ -83,7 +84,7 @@ def resolve_scope(home: Home, repo_paths: list[str], at: str | None = None) -> l
         try:
             members.append(ScopeMember(os.fspath(p), current_state(p, home, at)))
         except CitegraphError as err:
-            members.append(ScopeMember(os.fspath(p), None, err.what))
+            members.append(ScopeMember(os.fspath(p), None, err.what, err))
     return members
 
 

@@ -1,0 +1,424 @@
+"""Unit tests of validator/decisions.py over plain data (no git, no snapshot).
+
+Branch by branch: every returned outcome, every comparison and every priority between rows
+of SPEC §6.1–§6.5 is pinned by at least one assertion on the whole Observation, so a
+flipped comparison or a swapped outcome in that module fails here.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from citegraph.validator import decisions as d
+from citegraph.validator.model import (
+    FileEvidence,
+    Observation,
+    Observed,
+    Receipt,
+    SpanEvidence,
+    SymbolEvidence,
+    SymbolRow,
+)
+
+BLOB = "b" * 40
+OTHER_BLOB = "c" * 40
+CITED_HANDLE = "cgs_" + "0" * 32
+
+
+def receipt(kind: str = "file", **kw) -> Receipt:
+    base = dict(id=f"cgc_{kind}", ref=f"ref-{kind}", kind=kind, repository_id="r" * 32,
+                repository_kind="local", snapshot_id="cgsnap_x", commit="a" * 40, dirty=False,
+                extractor_version="cgx-1", path="src/a.py", blob_id=BLOB)
+    if kind == "span":
+        base.update(start_line=10, end_line=12, span_hash="s", first_line_hash="f")
+    if kind == "symbol":
+        base.update(handle=CITED_HANDLE, language="python", symbol_kind="function", name="f",
+                    qualified_name="f", ordinal=0, start_line=3, end_line=5, fragment_hash="frag",
+                    body_hash="body")
+    base.update(kw)
+    return Receipt(**base)
+
+
+def unknown(r: Receipt, reason: str) -> Observation:
+    return Observation(r.id, "unknown", reason, None)
+
+
+# --- precondition -----------------------------------------------------------------------------
+
+
+def test_precondition_passes_when_all_hold():
+    assert d.precondition(receipt(), in_scope=True, current=True, extractor_ok=True) is None
+
+
+@pytest.mark.parametrize(("in_scope", "current", "extractor_ok", "reason"), [
+    (False, True, True, "out-of-scope"),
+    (False, False, False, "out-of-scope"),  # out of scope wins over everything
+    (True, False, True, "not-current"),
+    (True, False, False, "not-current"),  # not current wins over an extractor mismatch
+    (True, True, False, "extractor-mismatch"),
+])
+def test_precondition_failures(in_scope, current, extractor_ok, reason):
+    r = receipt()
+    assert d.precondition(r, in_scope=in_scope, current=current, extractor_ok=extractor_ok) == unknown(r, reason)
+
+
+# --- §6.1 file ---------------------------------------------------------------------------------
+
+
+def fev(at=None, paths=(), complete=True) -> FileEvidence:
+    return FileEvidence(at, tuple(paths), complete)
+
+
+def test_file_exact():
+    r = receipt()
+    assert d.decide_file(r, fev(BLOB, ["src/a.py"])) == Observation(r.id, "exact", None, Observed("src/a.py"))
+
+
+def test_file_exact_even_with_incomplete_inventory():
+    r = receipt()
+    assert d.decide_file(r, fev(BLOB, ["src/a.py", "x.py"], complete=False)).outcome == "exact"
+
+
+def test_file_changed_and_a_copy_never_rescues():
+    r = receipt()
+    want = Observation(r.id, "changed", None, Observed("src/a.py"))
+    assert d.decide_file(r, fev(OTHER_BLOB)) == want
+    assert d.decide_file(r, fev(OTHER_BLOB, ["lib/copy.py"])) == want
+    assert d.decide_file(r, fev(OTHER_BLOB, ["lib/copy.py", "lib/copy2.py"])) == want
+
+
+def test_file_relocated_to_the_one_other_path():
+    r = receipt()
+    assert d.decide_file(r, fev(None, ["lib/a.py"])) == Observation(r.id, "relocated", None, Observed("lib/a.py"))
+
+
+def test_file_relocation_ignores_the_cited_path_itself():
+    r = receipt()
+    got = d.decide_file(r, fev(None, ["src/a.py", "lib/a.py"]))
+    assert got == Observation(r.id, "relocated", None, Observed("lib/a.py"))
+
+
+def test_file_ambiguous_relocation():
+    r = receipt()
+    assert d.decide_file(r, fev(None, ["lib/a.py", "lib/b.py"])) == unknown(r, "ambiguous-relocation")
+    assert d.decide_file(r, fev(None, ["x", "y", "z"], complete=False)) == unknown(r, "ambiguous-relocation")
+
+
+def test_file_deleted_needs_a_complete_inventory():
+    r = receipt()
+    assert d.decide_file(r, fev(None, [], complete=True)) == Observation(r.id, "deleted", None, None)
+    assert d.decide_file(r, fev(None, [], complete=False)) == unknown(r, "incomplete-coverage")
+
+
+def test_file_unique_relocation_needs_a_complete_inventory():
+    r = receipt()
+    assert d.decide_file(r, fev(None, ["lib/a.py"], complete=False)) == unknown(r, "incomplete-coverage")
+
+
+# --- §6.2 span ---------------------------------------------------------------------------------
+
+
+def test_span_exact_reports_the_cited_lines():
+    r = receipt("span")
+    ev = SpanEvidence(at_path_exists=True, same_lines_match=True, line_count=3)
+    assert d.decide_span(r, ev) == Observation(r.id, "exact", None, Observed("src/a.py", 10, 12))
+
+
+def test_span_exact_wins_over_other_occurrences():
+    r = receipt("span")
+    ev = SpanEvidence(at_path_exists=True, same_lines_match=True, other_occurrences=(20, 30), line_count=3)
+    assert d.decide_span(r, ev).outcome == "exact"
+
+
+def test_span_relocated_within_the_file():
+    r = receipt("span")
+    ev = SpanEvidence(at_path_exists=True, other_occurrences=(20,), line_count=3)
+    assert d.decide_span(r, ev) == Observation(r.id, "relocated", None, Observed("src/a.py", 20, 22))
+
+
+def test_span_relocated_single_line():
+    r = receipt("span", start_line=4, end_line=4)
+    ev = SpanEvidence(at_path_exists=True, other_occurrences=(7,), line_count=1)
+    assert d.decide_span(r, ev) == Observation(r.id, "relocated", None, Observed("src/a.py", 7, 7))
+
+
+def test_span_ambiguous_within_the_file():
+    r = receipt("span")
+    ev = SpanEvidence(at_path_exists=True, other_occurrences=(20, 40), line_count=3)
+    assert d.decide_span(r, ev) == unknown(r, "ambiguous-relocation")
+
+
+def test_span_changed():
+    r = receipt("span")
+    ev = SpanEvidence(at_path_exists=True, line_count=3,
+                      # evidence about a gone file is irrelevant while the file exists
+                      paths_with_cited_blob=("lib/a.py",), added_files_with_bytes=(("n.py", 1),),
+                      capture_commit_known=True, diff_complete=True)
+    assert d.decide_span(r, ev) == Observation(r.id, "changed", None, Observed("src/a.py"))
+
+
+def gone(**kw) -> SpanEvidence:
+    base = dict(at_path_exists=False, line_count=3, capture_commit_known=True, diff_complete=True)
+    base.update(kw)
+    return SpanEvidence(**base)
+
+
+def test_span_whole_file_relocated_keeps_the_lines():
+    r = receipt("span")
+    assert d.decide_span(r, gone(paths_with_cited_blob=("lib/a.py",))) == Observation(
+        r.id, "relocated", None, Observed("lib/a.py", 10, 12))
+
+
+def test_span_whole_file_relocation_wins_over_added_files():
+    r = receipt("span")
+    got = d.decide_span(r, gone(paths_with_cited_blob=("lib/a.py",), added_files_with_bytes=(("n.py", 3),)))
+    assert got == Observation(r.id, "relocated", None, Observed("lib/a.py", 10, 12))
+
+
+def test_span_whole_file_relocation_needs_no_capture_commit():
+    r = receipt("span")
+    got = d.decide_span(r, gone(paths_with_cited_blob=("lib/a.py",), capture_commit_known=False,
+                                diff_complete=False))
+    assert got.outcome == "relocated"
+
+
+def test_span_whole_file_ambiguous():
+    r = receipt("span")
+    assert d.decide_span(r, gone(paths_with_cited_blob=("a", "b"))) == unknown(r, "ambiguous-relocation")
+    assert d.decide_span(r, gone(paths_with_cited_blob=("a", "b"), inventory_complete=False)) == unknown(
+        r, "ambiguous-relocation")
+
+
+def test_span_incomplete_inventory_blocks_every_claim_about_a_gone_file():
+    r = receipt("span")
+    for ev in (gone(paths_with_cited_blob=("lib/a.py",), inventory_complete=False),
+               gone(added_files_with_bytes=(("n.py", 3),), inventory_complete=False),
+               gone(inventory_complete=False)):
+        assert d.decide_span(r, ev) == unknown(r, "incomplete-coverage")
+
+
+def test_span_relocated_into_one_added_file():
+    r = receipt("span")
+    assert d.decide_span(r, gone(added_files_with_bytes=(("new.py", 5),))) == Observation(
+        r.id, "relocated", None, Observed("new.py", 5, 7))
+
+
+def test_span_added_file_relocation_needs_a_complete_diff():
+    r = receipt("span")
+    assert d.decide_span(r, gone(added_files_with_bytes=(("new.py", 5),), diff_complete=False)) == unknown(
+        r, "incomplete-coverage")
+
+
+def test_span_ambiguous_over_added_files():
+    r = receipt("span")
+    ev = gone(added_files_with_bytes=(("a.py", 1), ("b.py", 2)))
+    assert d.decide_span(r, ev) == unknown(r, "ambiguous-relocation")
+    ev = gone(added_files_with_bytes=(("a.py", 1), ("a.py", 9)), diff_complete=False)
+    assert d.decide_span(r, ev) == unknown(r, "ambiguous-relocation")
+
+
+def test_span_deleted_needs_known_commit_and_complete_diff():
+    r = receipt("span")
+    assert d.decide_span(r, gone()) == Observation(r.id, "deleted", None, None)
+    assert d.decide_span(r, gone(capture_commit_known=False)) == unknown(r, "incomplete-coverage")
+    assert d.decide_span(r, gone(diff_complete=False)) == unknown(r, "incomplete-coverage")
+    assert d.decide_span(r, gone(capture_commit_known=False, diff_complete=False)) == unknown(
+        r, "incomplete-coverage")
+
+
+# --- §6.3 symbol -------------------------------------------------------------------------------
+
+
+def row(handle: str, path: str = "src/b.py", frag: str = "frag", body: str = "body",
+        qname: str = "f", start: int = 7, end: int = 9) -> SymbolRow:
+    return SymbolRow(handle, path, "python", "function", qname, start, end, frag, body)
+
+
+H1, H2 = "cgs_" + "1" * 32, "cgs_" + "2" * 32
+
+
+def obs_at(r: Receipt, outcome: str, s: SymbolRow) -> Observation:
+    return Observation(r.id, outcome, None, Observed(s.path, s.start_line, s.end_line, s.handle))
+
+
+def test_symbol_exact_reports_new_lines():
+    r = receipt("symbol")
+    at = row(CITED_HANDLE, "src/a.py", start=30, end=32)
+    assert d.decide_symbol(r, SymbolEvidence(at)) == obs_at(r, "exact", at)
+
+
+def test_symbol_exact_needs_no_coverage():
+    r = receipt("symbol")
+    at = row(CITED_HANDLE, "src/a.py")
+    assert d.decide_symbol(r, SymbolEvidence(at, coverage_ok=False)).outcome == "exact"
+
+
+def test_symbol_changed_at_the_handle_and_a_copy_never_rescues():
+    r = receipt("symbol")
+    at = row(CITED_HANDLE, "src/a.py", frag="edited")
+    copy = row(H1, frag="frag")
+    ev = SymbolEvidence(at, fragment_matches=(copy,), coverage_ok=True)
+    assert d.decide_symbol(r, ev) == obs_at(r, "changed", at)
+
+
+def test_symbol_relocated():
+    r = receipt("symbol")
+    moved = row(H1, "lib/a.py")
+    assert d.decide_symbol(r, SymbolEvidence(None, fragment_matches=(moved,), coverage_ok=True)) == obs_at(
+        r, "relocated", moved)
+
+
+def test_symbol_relocated_counts_distinct_handles_and_ignores_the_cited_one():
+    r = receipt("symbol")
+    moved = row(H1, "lib/a.py")
+    ev = SymbolEvidence(None, fragment_matches=(moved, moved, row(CITED_HANDLE, "src/a.py")), coverage_ok=True)
+    assert d.decide_symbol(r, ev) == obs_at(r, "relocated", moved)
+
+
+def test_symbol_relocation_needs_coverage():
+    r = receipt("symbol")
+    ev = SymbolEvidence(None, fragment_matches=(row(H1),), coverage_ok=False)
+    assert d.decide_symbol(r, ev) == unknown(r, "incomplete-coverage")
+
+
+def test_symbol_ambiguous_relocation_with_or_without_coverage():
+    r = receipt("symbol")
+    for cov in (True, False):
+        ev = SymbolEvidence(None, fragment_matches=(row(H1), row(H2)), coverage_ok=cov)
+        assert d.decide_symbol(r, ev) == unknown(r, "ambiguous-relocation")
+
+
+def test_symbol_relocation_wins_over_successors():
+    r = receipt("symbol")
+    moved = row(H1)
+    ev = SymbolEvidence(None, fragment_matches=(moved,), qname_matches=(row(H2, frag="x"),),
+                        body_matches=(row(H2, frag="x"),), coverage_ok=True)
+    assert d.decide_symbol(r, ev) == obs_at(r, "relocated", moved)
+
+
+def test_symbol_successor_by_qualified_name():
+    r = receipt("symbol")
+    succ = row(H1, "lib/a.py", frag="other")
+    assert d.decide_symbol(r, SymbolEvidence(None, qname_matches=(succ,), coverage_ok=True)) == obs_at(
+        r, "changed", succ)
+
+
+def test_symbol_successor_by_body_hash():
+    r = receipt("symbol")
+    succ = row(H1, "src/a.py", frag="renamed", qname="g")
+    assert d.decide_symbol(r, SymbolEvidence(None, body_matches=(succ,), coverage_ok=True)) == obs_at(
+        r, "changed", succ)
+
+
+def test_symbol_same_successor_by_name_and_body_counts_once():
+    r = receipt("symbol")
+    succ = row(H1, frag="other")
+    ev = SymbolEvidence(None, qname_matches=(succ,), body_matches=(succ,), coverage_ok=True)
+    assert d.decide_symbol(r, ev) == obs_at(r, "changed", succ)
+
+
+def test_symbol_successor_needs_coverage():
+    r = receipt("symbol")
+    ev = SymbolEvidence(None, qname_matches=(row(H1, frag="other"),), coverage_ok=False)
+    assert d.decide_symbol(r, ev) == unknown(r, "incomplete-coverage")
+
+
+def test_symbol_ambiguous_successor_with_or_without_coverage():
+    r = receipt("symbol")
+    for cov in (True, False):
+        by_name = SymbolEvidence(None, qname_matches=(row(H1, frag="x"), row(H2, frag="y")), coverage_ok=cov)
+        mixed = SymbolEvidence(None, qname_matches=(row(H1, frag="x"),), body_matches=(row(H2, frag="y"),),
+                               coverage_ok=cov)
+        by_body = SymbolEvidence(None, body_matches=(row(H1, frag="x"), row(H2, frag="y")), coverage_ok=cov)
+        for ev in (by_name, mixed, by_body):
+            assert d.decide_symbol(r, ev) == unknown(r, "ambiguous-successor")
+
+
+def test_symbol_successor_ignores_the_cited_handle():
+    r = receipt("symbol")
+    ev = SymbolEvidence(None, qname_matches=(row(CITED_HANDLE, "src/a.py", frag="x"),), coverage_ok=True)
+    assert d.decide_symbol(r, ev) == Observation(r.id, "deleted", None, None)
+
+
+def test_symbol_deleted_needs_coverage():
+    r = receipt("symbol")
+    assert d.decide_symbol(r, SymbolEvidence(None, coverage_ok=True)) == Observation(r.id, "deleted", None, None)
+    assert d.decide_symbol(r, SymbolEvidence(None, coverage_ok=False)) == unknown(r, "incomplete-coverage")
+
+
+# --- §6.5 aggregation ---------------------------------------------------------------------------
+
+WORST_FIRST = ["changed", "deleted", "unknown", "relocated", "exact"]
+
+
+def test_precise_status_of_nothing_is_none():
+    assert d.precise_status([]) is None
+
+
+@pytest.mark.parametrize("outcome", WORST_FIRST)
+def test_precise_status_of_one(outcome):
+    assert d.precise_status([outcome]) == outcome
+    assert d.precise_status([outcome, outcome]) == outcome
+
+
+@pytest.mark.parametrize(("worse", "better"), list(itertools.combinations(WORST_FIRST, 2)))
+def test_precise_status_takes_the_worst(worse, better):
+    assert d.precise_status([worse, better]) == worse
+    assert d.precise_status([better, worse]) == worse
+
+
+def test_precise_status_over_all_outcomes():
+    assert d.precise_status(list(reversed(WORST_FIRST))) == "changed"
+    assert d.precise_status(["exact", "relocated", "unknown"]) == "unknown"
+
+
+@pytest.mark.parametrize(("outcomes", "fresh"), [
+    ([], "unknown"),
+    (["exact"], "fresh"),
+    (["relocated"], "fresh"),
+    (["exact", "relocated"], "fresh"),
+    (["unknown"], "unknown"),
+    (["exact", "unknown"], "unknown"),
+    (["relocated", "unknown"], "unknown"),
+    (["changed"], "stale"),
+    (["deleted"], "stale"),
+    (["exact", "changed"], "stale"),
+    (["exact", "deleted"], "stale"),
+    (["unknown", "changed"], "stale"),
+    (["deleted", "unknown"], "stale"),
+    (["relocated", "deleted", "exact"], "stale"),
+])
+def test_freshness(outcomes, fresh):
+    assert d.freshness(outcomes) == fresh
+
+
+def legacy(source="abc", *, is_head=False, clean=True, exists=True, ancestor=False):
+    return d.legacy_freshness(source, is_head=is_head, worktree_clean=clean, exists=exists, is_ancestor=ancestor)
+
+
+def test_legacy_no_basis():
+    assert legacy(None, is_head=True) == ("unknown", "no-basis")
+    assert legacy("", is_head=True) == ("unknown", "no-basis")
+
+
+def test_legacy_gone_wins():
+    assert legacy(exists=False) == ("stale", "source-commit-gone")
+    assert legacy(exists=False, is_head=True, ancestor=True) == ("stale", "source-commit-gone")
+
+
+def test_legacy_head():
+    assert legacy(is_head=True) == ("fresh", None)
+    assert legacy(is_head=True, ancestor=True) == ("fresh", None)
+    assert legacy(is_head=True, clean=False) == ("unknown", "dirty-worktree")
+
+
+def test_legacy_behind():
+    assert legacy(ancestor=True) == ("unknown", "source-commit-behind")
+    assert legacy(ancestor=True, clean=False) == ("unknown", "source-commit-behind")
+
+
+def test_legacy_not_ancestor():
+    assert legacy() == ("stale", "source-commit-not-ancestor")
+    assert legacy(clean=False) == ("stale", "source-commit-not-ancestor")
