@@ -68,6 +68,8 @@ def collect(home: Home, keep_last: int = KEEP_LAST, dry_run: bool = False) -> di
             elif e["state"] == "ready":
                 kept.append(sid)
         for tmp in (rs.root / "tmp").glob("*.duckdb*") if (rs.root / "tmp").exists() else []:
+            if tmp.name.startswith("empty-v"):
+                continue  # the schema template of new snapshot files
             pid = _pid_of_tmp(tmp)
             if pid is None or not pid_alive(pid):
                 if not dry_run:

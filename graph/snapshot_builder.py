@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import time
 from collections.abc import Callable
@@ -438,6 +439,24 @@ class _Sink:
         self.edges = empty_columns(EDGE_COLUMNS)
 
 
+INDEX_MIN_ROWS = 2048
+
+
+def _empty_snapshot_file(rs: RepoStore, dest: Path) -> None:
+    """Start from a copy of an empty snapshot database (schema only): cheaper than DDL."""
+    template = rs.root / "tmp" / f"empty-v{SNAPSHOT_SCHEMA_VERSION}.duckdb"
+    if not template.exists():
+        staging = template.with_name(f"{template.name}.{os.getpid()}.staging")
+        con = duckdb.connect(str(staging))
+        try:
+            con.execute(SNAPSHOT_DDL)
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+        os.replace(staging, template)
+    shutil.copyfile(template, dest)
+
+
 DELTA_MIN_FILES = 512
 DELTA_MAX_FRACTION = 0.2
 
@@ -474,9 +493,16 @@ def _delta_plan(target: _Target, rs: RepoStore, base: dict[str, Any], out: duckd
     for d in diff.deltas:
         changed.add(d.old_file.path)
         changed.add(d.new_file.path)
-    out.execute(f"ATTACH '{rs.snapshot_path(base['snapshot_id'])}' AS base (READ_ONLY)")
-    base_dirty = [r[0] for r in out.execute("SELECT path FROM base.files WHERE dirty").fetchall()]
-    changed.update(base_dirty)
+    try:
+        out.execute(f"ATTACH {_sql_str(rs.snapshot_path(base['snapshot_id']))} AS base (READ_ONLY)")
+        # Dirty rows, and transient skips (a blob missing then, a parse that timed out),
+        # are redone as a clean build would; read through they would go stale.
+        base_redo = [r[0] for r in out.execute(
+            "SELECT path FROM base.files WHERE dirty OR reason IN ('parse-timeout', 'missing-blob')"
+        ).fetchall()]
+    except duckdb.Error:
+        return None  # a damaged base (corrupt or foreign file): build in full
+    changed.update(base_redo)
     if target.state and target.state.dirty:
         changed.update(p for p, _ in target.state.dirty_paths)
     if len(changed) > max(DELTA_MIN_FILES, DELTA_MAX_FRACTION * int(base.get("files", 0))):
@@ -501,7 +527,7 @@ def _delta_plan(target: _Target, rs: RepoStore, base: dict[str, Any], out: duckd
                 entry = None
         b = base_rows.get(path)
         if entry is not None and b is not None and (b[1], b[5], b[6]) == (entry.blob_id, entry.mode, entry.dirty) \
-                and b[3] not in TRANSIENT_REASONS:
+                and b[4] not in TRANSIENT_REASONS:
             continue  # identical to the base: read through
         if entry is None and b is None:
             continue
@@ -517,9 +543,9 @@ def _assemble(target: _Target, rs: RepoStore, stats: BuildStats, progress: Progr
     _checkpoint("inventory", stats)
     tmp = rs.root / "tmp" / f"{target.snapshot_id}.{os.getpid()}.duckdb"
     tmp.unlink(missing_ok=True)
+    _empty_snapshot_file(rs, tmp)
     out = duckdb.connect(str(tmp))
     try:
-        out.execute(SNAPSHOT_DDL)
         base = _pick_base(rs, target)
         plan = _delta_plan(target, rs, base, out) if base else None
         if plan is None:
@@ -568,7 +594,8 @@ def _assemble(target: _Target, rs: RepoStore, stats: BuildStats, progress: Progr
         else:
             total, n_symbols, n_files = own_sum, own_symbols, len(rows)
         content_id = _content_id(total)
-        out.execute(SNAPSHOT_INDEXES)
+        if plan.base is None or len(rows) > INDEX_MIN_ROWS:
+            out.execute(SNAPSHOT_INDEXES)  # a small delta is scanned faster than indexed
         meta = {
             "snapshot_id": target.snapshot_id, "repository_id": target.identity.repository_id,
             "commit": target.commit,
@@ -577,7 +604,8 @@ def _assemble(target: _Target, rs: RepoStore, stats: BuildStats, progress: Progr
             "content_id": content_id, "inventory_complete": "true" if plan.inventory_complete else "false",
             "base": plan.base["snapshot_id"] if plan.base else "",
         }
-        _bulk(out, "meta", {"key": list(meta), "value": list(meta.values())})
+        out.execute("INSERT INTO meta VALUES " + ", ".join(["(?, ?)"] * len(meta)),
+                    [x for kv in meta.items() for x in kv])
         out.execute("DETACH facts")
         out.execute("CHECKPOINT")
     finally:
