@@ -7,10 +7,12 @@ JSON-shaped data (SPEC §16); the CLI and the MCP server only format it.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
 from citegraph.graph.store import Home
+from citegraph.indexer import gitrepo
 from citegraph.indexer.errors import CitegraphError
 from citegraph.memory.store import Memory, MemoryStore
 from citegraph.validator.capture import capture
@@ -30,6 +32,7 @@ def remember(home: Home, text: str, *, repo: str | os.PathLike[str] = ".", refs:
              _after_resolve: Callable[[], None] | None = None) -> dict[str, Any]:
     """Capture ``refs`` (atomic; never indexes) and store the memory as a new revision."""
     refs = list(refs or [])
+    source_commit = _resolve_source_commit(repo, source_commit)
     receipts = capture(home, repo, refs, _after_resolve=_after_resolve) if refs else []
     with MemoryStore.open(home) as ms:
         if supersedes:
@@ -43,6 +46,22 @@ def remember(home: Home, text: str, *, repo: str | os.PathLike[str] = ".", refs:
                        "dirty": r.dirty} for r in mem.citations],
         "cleared_citations": cleared,
     }
+
+
+def _resolve_source_commit(repo: str | os.PathLike[str], rev: str | None) -> str | None:
+    """Store a commit id, never a moving name: ``HEAD`` or ``main`` would otherwise be
+    re-read at every validation and always look current. A commit id this repository does
+    not have (another clone's) is kept as given and validates as gone."""
+    if rev is None:
+        return None
+    rev = rev.strip()
+    try:
+        return gitrepo.resolve_rev(gitrepo.open_repository(repo), rev)
+    except CitegraphError:
+        if re.fullmatch(r"[0-9a-fA-F]{7,64}", rev):
+            return rev.lower()
+        raise CitegraphError(f"source commit {rev!r} is not a commit of {os.fspath(repo)}",
+                             "pass a commit id or a revision of that repository", code=2) from None
 
 
 def select_memories(ms: MemoryStore, memory_ids: list[str] | None = None, project: str | None = None,
@@ -75,9 +94,63 @@ def validate_memories(home: Home, *, memory_ids: list[str] | None = None, projec
                       _before_recheck: Callable[[], None] | None = None) -> ValidationReport:
     """Validate the selected memories against the exact-current snapshots of the scope."""
     members = scope if scope is not None else resolve_scope(home, default_scope(repo_paths), at)
-    if scope is None and not repo_paths and members and members[0].cur is None:
-        raise CitegraphError(f"{os.getcwd()}: {members[0].error}",
-                             "run inside a repository or pass --repo PATH", code=3)
+    if scope is None:
+        # A repository the user named (or the current directory) that cannot be read, or an
+        # --at REV that is not a commit, is an error with its own exit code — not a silently
+        # empty scope.
+        for m in members:
+            if m.cur is None:
+                code = m.exc.code if m.exc else 3
+                todo = m.exc.todo if m.exc and code != 3 else "run inside a repository or pass --repo PATH"
+                what = m.error if repo_paths else f"{os.getcwd()}: {m.error}"
+                raise CitegraphError(str(what), todo, code=code)
     with MemoryStore.open(home) as ms:
         mems = select_memories(ms, memory_ids, project)
         return validate(home, to_inputs(mems), members, at=at, cache=ms, _before_recheck=_before_recheck)
+
+
+# --- Context Brief, worksets, legacy import (memory/brief.py, memory/workset.py) ------------
+
+
+def brief(home: Home, task: str, *, project: str | None = None, workset: str | None = None,
+          code_refs: list[str] | None = None, budget_tokens: int = 1250,
+          repo_paths: list[str] | None = None, repo: str | os.PathLike[str] | None = None,
+          use_cache: bool = True) -> Any:
+    """Context Brief (SPEC §8). Returns a ``BriefResult``: ``.to_json()`` is the
+    ``brief --json`` structure, ``.to_text()`` the text rendering; text + JSON together stay
+    under ``budget_tokens``. Never indexes."""
+    from citegraph.memory.brief import run_brief
+
+    paths = list(repo_paths) if repo_paths else ([os.fspath(repo)] if repo is not None else None)
+    return run_brief(home, task, project=project, workset=workset, code_refs=list(code_refs or []),
+                     budget_tokens=budget_tokens, repo_paths=paths, use_cache=use_cache)
+
+
+def workset_prepare(home: Home, name: str, *, concurrency: int | None = None, jobs: int | None = None
+                    ) -> dict[str, Any]:
+    """``citegraph workset prepare NAME --json``."""
+    from citegraph.memory import workset as ws
+
+    return ws.prepare(home, name, jobs=concurrency or jobs or ws.DEFAULT_PREPARE_JOBS)
+
+
+def workset_status(home: Home, name: str) -> dict[str, Any]:
+    """``citegraph workset status NAME --json`` (never builds)."""
+    from citegraph.memory import workset as ws
+
+    return ws.status(home, name)
+
+
+def validate_workset(home: Home, name: str, *, memory_ids: list[str] | None = None,
+                     project: str | None = None) -> ValidationReport:
+    """``citegraph validate --workset NAME``: exact-current snapshots of the members only."""
+    from citegraph.memory import workset as ws
+
+    return ws.validate_workset(home, name, memory_ids=memory_ids, project=project)
+
+
+def import_legacy(home: Home, path: str | os.PathLike[str]) -> dict[str, Any]:
+    """``citegraph import-legacy FILE``: all or nothing, stored without citations."""
+    from citegraph.memory.legacy_import import import_file
+
+    return import_file(home, path)

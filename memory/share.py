@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import blake3
+
 from citegraph.graph.store import Home
 from citegraph.indexer.errors import CitegraphError
 from citegraph.memory.store import NAME_RE, Memory, MemoryStore, memory_id_for

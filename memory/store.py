@@ -202,11 +202,15 @@ class MemoryStore:
         topic = topic or mid[4:]
         self.con.execute("BEGIN TRANSACTION")
         try:
-            prev = self.con.execute("SELECT revision, created_at FROM memories WHERE id = ?", [mid]).fetchall()
+            prev = self.con.execute("SELECT revision, created_at, supersedes, superseded_by FROM memories "
+                                    "WHERE id = ?", [mid]).fetchall()
             cleared = 0
+            superseded_by = None
             if prev:
                 revision = prev[0][0] + 1
                 created = prev[0][1]
+                supersedes = supersedes or prev[0][2]  # a new revision keeps its supersede links
+                superseded_by = prev[0][3]
                 cleared = self.con.execute("SELECT count(*) FROM citations WHERE memory_id = ? AND revision = ?",
                                            [mid, prev[0][0]]).fetchall()[0][0]
                 cleared = cleared if not receipts else 0
@@ -219,7 +223,7 @@ class MemoryStore:
                 f"INSERT INTO memories ({', '.join(MEMORY_COLS)}, schema_version, doc_len) VALUES "
                 f"({', '.join('?' * (len(MEMORY_COLS) + 2))})",
                 [mid, project, topic, kind, "active", text, revision, created, now, author, agent_id, session_id,
-                 supersedes, None, source_commit, legacy, MEMORY_SCHEMA_VERSION, len(toks)])
+                 supersedes, superseded_by, source_commit, legacy, MEMORY_SCHEMA_VERSION, len(toks)])
             self.con.execute("INSERT INTO revisions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                              [mid, revision, text, kind, now, author, agent_id, session_id,
                               json.dumps([r.id for r in receipts]), cleared])
@@ -354,3 +358,53 @@ class MemoryStore:
             pass  # a cache: a read-only or busy store simply does not remember
         finally:
             self.con.unregister("_obs")
+
+
+def bulk_insert(ms: MemoryStore, items: list[dict[str, Any]], now: float | None = None) -> list[str]:
+    """Insert new memories (revision 1) in bulk with Arrow: the rows ``remember`` would
+    write for each, without per-row statements. Each item: ``text`` and optionally
+    ``project``, ``topic``, ``kind``, ``receipts``, ``author``, ``agent_id``,
+    ``session_id``, ``source_commit``, ``legacy``, ``created_at``. Ids must not exist yet
+    (the caller checks, and runs this inside its transaction). Used by legacy import and
+    benchmarks."""
+    now = time.time() if now is None else now
+    mem: dict[str, list] = {c: [] for c in (*MEMORY_COLS, "schema_version", "doc_len")}
+    rev: dict[str, list] = {c: [] for c in ("memory_id", "revision", "text", "kind", "created_at", "author",
+                                            "agent_id", "session_id", "citation_ids", "cleared")}
+    cit: dict[str, list] = {"memory_id": [], "revision": [], "position": [], **{n: [] for n in RECEIPT_FIELDS}}
+    trm: dict[str, list] = {"memory_id": [], "term": [], "tf": []}
+    ids = []
+    for it in items:
+        text, project = it["text"], it.get("project") or "default"
+        kind = it.get("kind") or "durable"
+        if not text or not text.strip() or kind not in ("durable", "handoff"):
+            raise CitegraphError("invalid memory in bulk insert", "check text and kind", code=2)
+        check_name("project", project)
+        topic = it.get("topic")
+        mid = memory_id_for(project, topic) if topic else "cgm_" + uuid.uuid4().hex[:16]
+        topic = check_name("topic", topic) if topic else mid[4:]
+        created = float(it.get("created_at") or now)
+        receipts = it.get("receipts") or []
+        toks = tokenize(f"{text} {topic} {project}")
+        for c, v in zip(mem, (mid, project, topic, kind, "active", text, 1, created, created, it.get("author"),
+                              it.get("agent_id"), it.get("session_id"), None, None, it.get("source_commit"),
+                              bool(it.get("legacy")), MEMORY_SCHEMA_VERSION, len(toks)), strict=True):
+            mem[c].append(v)
+        for c, v in zip(rev, (mid, 1, text, kind, created, it.get("author"), it.get("agent_id"),
+                              it.get("session_id"), json.dumps([r.id for r in receipts]), 0), strict=True):
+            rev[c].append(v)
+        for pos, r in enumerate(receipts):
+            cit["memory_id"].append(mid)
+            cit["revision"].append(1)
+            cit["position"].append(pos)
+            for n in RECEIPT_FIELDS:
+                cit[n].append(getattr(r, n))
+        for term, tf in Counter(toks).items():
+            trm["memory_id"].append(mid)
+            trm["term"].append(term)
+            trm["tf"].append(tf)
+        ids.append(mid)
+    for table, cols in (("memories", mem), ("revisions", rev), ("citations", cit), ("terms", trm)):
+        if cols["memory_id" if table != "memories" else "id"]:
+            ms._bulk(table, cols)
+    return ids

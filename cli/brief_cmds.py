@@ -1,0 +1,54 @@
+"""brief and import-legacy: thin wrappers over citegraph.memory.api."""
+
+from __future__ import annotations
+
+import click
+
+from citegraph.cli.common import emit_json, get_home, handle_errors
+from citegraph.indexer.errors import CitegraphError
+from citegraph.memory import api
+from citegraph.memory.brief import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
+
+
+@click.command()
+@click.option("--task", required=True, help="What you are about to do (drives recall).")
+@click.option("--project", help="Only memories of this project.")
+@click.option("--workset", help="Validate against the members of this prepared workset.")
+@click.option("--code-ref", "refs", multiple=True,
+              help="A path, path::Qualified.name, cgs_… or cgr_… you are working on (boosts recall).")
+@click.option("--budget-tokens", type=int, default=DEFAULT_BUDGET, show_default=True,
+              help=f"Size bound of the whole response ({MIN_BUDGET}–{MAX_BUDGET}; ceil(utf8 bytes/4)).")
+@click.option("--repo", "repos", multiple=True, type=click.Path(file_okay=False),
+              help="Repositories in scope (default: the one at the current directory).")
+@click.option("--json", "as_json", is_flag=True, help="The full structure (docs/schemas/brief.schema.json).")
+@click.pass_context
+@handle_errors
+def brief(ctx: click.Context, task: str, project: str | None, workset: str | None, refs: tuple[str, ...],
+          budget_tokens: int, repos: tuple[str, ...], as_json: bool) -> None:
+    """Context Brief: the memories relevant to a task, each with its validated freshness,
+    stale ones apart — bounded in work and in size; never indexes."""
+    if workset and repos:
+        raise CitegraphError("--workset and --repo are exclusive",
+                                 "a workset names its repositories; drop --repo", code=2)
+    res = api.brief(get_home(ctx), task, project=project, workset=workset, code_refs=list(refs),
+                    budget_tokens=budget_tokens, repo_paths=list(repos) or None)
+    click.echo(res.json_text if as_json else res.text)
+
+
+@click.command(name="import-legacy")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handle_errors
+def import_legacy(ctx: click.Context, file: str, as_json: bool) -> None:
+    """Import legacy memory records (JSON array or JSONL with text, project, topic, kind,
+    source_commit, author, created_at): all or nothing, stored without citations."""
+    res = api.import_legacy(get_home(ctx), file)
+    if as_json:
+        emit_json(res)
+        return
+    click.echo(f"imported {res['imported']} legacy memor{'y' if res['imported'] == 1 else 'ies'}"
+               + (f", skipped {res['skipped']} already present" if res["skipped"] else ""))
+
+
+COMMANDS = [brief, import_legacy]

@@ -1,0 +1,112 @@
+"""The JSON Schemas in docs/schemas/ describe the real outputs of brief and validate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+from click.testing import CliRunner
+
+from citegraph.cli.main import cli
+from citegraph.graph.snapshot_builder import build_snapshot
+from citegraph.graph.store import Home
+from citegraph.memory import api
+from citegraph.memory import workset as ws
+from citegraph.memory.store import MemoryStore, bulk_insert
+from citegraph.validator.model import Receipt
+
+SCHEMAS = Path(__file__).resolve().parent.parent / "docs" / "schemas"
+
+
+def schema(name: str) -> dict:
+    return json.loads((SCHEMAS / name).read_text())
+
+
+def check(name: str, doc: object, part: str | None = None) -> None:
+    s = schema(name)
+    if part:
+        s = {"$defs": s["$defs"], **s["$defs"][part]}
+    jsonschema.Draft202012Validator(s).validate(doc)
+
+
+def invoke(home: Home, *args: str) -> str:
+    res = CliRunner().invoke(cli, ["--home", str(home.root), *args])
+    assert res.exit_code in (0, 1), res.output
+    return res.output
+
+
+@pytest.mark.parametrize("name", ["brief.schema.json", "validate.schema.json"])
+def test_schemas_are_valid_draft_2020_12(name):
+    jsonschema.Draft202012Validator.check_schema(schema(name))
+
+
+@pytest.fixture
+def scene(make_repo, home):
+    """Memories in every state: exact, relocated, changed, deleted, legacy, handoff, limit."""
+    r = make_repo("svc")
+    r.write("src/retry.py", "class Retry:\n    def delay(self, n):\n        return 2 ** n\n\n\ndef key():\n    return 1\n")
+    r.write("src/gone.py", "def old():\n    return 0\n")
+    r.write("notes.txt", "a\nb\nc\n")
+    r.commit("init")
+    build_snapshot(r.root, home)
+    refs = {
+        "exact": ["src/retry.py::Retry.delay", "src/retry.py#L1-L3"],
+        "moved": ["notes.txt#L2-L3"],
+        "changed": ["src/retry.py::key"],
+        "deleted": ["src/gone.py::old", "src/gone.py"],
+    }
+    for topic, rr in refs.items():
+        api.remember(home, f"retry claim {topic}", repo=r.root, refs=rr, topic=topic)
+    api.remember(home, "retry claim legacy", topic="legacy", source_commit=r.head())
+    api.remember(home, "retry claim handoff", kind="handoff", topic="handoff")
+    r.write("src/retry.py", "class Retry:\n    def delay(self, n):\n        return 2 ** n\n\n\ndef key():\n    return 2\n")
+    r.rm("src/gone.py")
+    r.mv("notes.txt", "docs/notes.txt")
+    r.commit("c2")
+    build_snapshot(r.root, home)
+    fake = [Receipt(id=f"cgc_{i:032x}", ref=f"x{i}.py", kind="file", repository_id=f"{i + 1:032x}",
+                    repository_kind="remote", snapshot_id="s", commit="0" * 40, dirty=False, extractor_version="t",
+                    path=f"x{i}.py", blob_id="0" * 40) for i in range(40)]
+    with MemoryStore.open(home) as ms:
+        bulk_insert(ms, [{"text": f"fleet claim {k}", "topic": f"fleet{k}", "receipts": fake[8 * k:8 * k + 8]}
+                         for k in range(5)])
+    return r
+
+
+def test_brief_outputs_match_the_schema(scene, home, run_cli):
+    root = str(scene.root)
+    docs = [
+        json.loads(invoke(home, "brief", "--task", "retry claim", "--json", "--repo", root)),
+        json.loads(invoke(home, "brief", "--task", "retry claim fleet", "--json", "--budget-tokens", "800",
+                          "--repo", root, "--code-ref", "../bad", "--code-ref", "src/retry.py")),
+        json.loads(invoke(home, "brief", "--task", "fleet claim", "--json", "--repo", root)),
+        json.loads(invoke(home, "brief", "--task", "nothing at all", "--json", "--repo", root)),
+    ]
+    p = run_cli("brief", "--task", "retry claim", "--json", cwd=root)
+    assert p.returncode == 0, p.stderr
+    docs.append(json.loads(p.stdout))
+    ws.create(home, "w", [root])
+    docs.append(api.brief(home, "retry claim", workset="w").to_json())
+    for d in docs:
+        check("brief.schema.json", d)
+    seen = {m["freshness"] for d in docs for m in d["memories"] + d["stale"]}
+    outcomes = {c["outcome"] for d in docs for m in d["memories"] + d["stale"] for c in m["citations"]}
+    issues = {i["kind"] for d in docs for i in d["issues"]}
+    assert seen == {"fresh", "stale", "unknown"}
+    assert outcomes == {"exact", "relocated", "changed", "deleted", "unknown"}
+    assert issues == {"stale-memory", "stale-link", "unknown-memory-freshness", "invalid-code-citation", "limit"}
+
+
+def test_validate_outputs_match_the_schema(scene, home):
+    root = str(scene.root)
+    doc = json.loads(invoke(home, "validate", "--format", "json", "--repo", root))
+    check("validate.schema.json", doc)
+    assert {m["freshness"] for m in doc["memories"]} == {"fresh", "stale", "unknown"}
+    lines = invoke(home, "validate", "--format", "jsonl", "--repo", root).strip().splitlines()
+    assert len(lines) == len(doc["memories"])
+    for line in lines:
+        check("validate.schema.json", json.loads(line), part="memory")
+    ws.create(home, "w", [root])
+    check("validate.schema.json", json.loads(invoke(home, "validate", "--workset", "w", "--format", "json")))
