@@ -177,6 +177,9 @@ class MemoryStore:
                                  "move the file aside or choose another --home", code=3)
         if "meta" in tables:
             self._check_version()
+            rows = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
+            if rows and rows[0][0] == str(MEMORY_SCHEMA_VERSION) and "workset_pins" in tables:
+                return  # current: no DDL on the hot path of every write
         self.con.execute(DDL)
         self.con.execute(INDEXES)
         self.con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(MEMORY_SCHEMA_VERSION)])
@@ -271,6 +274,7 @@ class MemoryStore:
                            ("terms", "memory_id")):
             self.con.execute(f"DELETE FROM {table} WHERE {col} = ?", [mem.id])
         self.con.execute("UPDATE memories SET superseded_by = NULL WHERE superseded_by = ?", [mem.id])
+        self.con.execute("UPDATE memories SET supersedes = NULL WHERE supersedes = ?", [mem.id])
         self.con.execute("COMMIT")
         return 1
 
