@@ -46,7 +46,11 @@ class Snapshot:
                 for t in LAYERED_TABLES:
                     con.execute(f"CREATE VIEW {t} AS SELECT * FROM d.{t} UNION ALL SELECT x.* FROM b.{t} x "
                                 "WHERE NOT EXISTS (SELECT 1 FROM d.overrides o WHERE o.path = x.path)")
-                con.execute("CREATE VIEW contents AS SELECT * FROM d.contents UNION ALL SELECT * FROM b.contents")
+                # Only bytes of files that are dirty in *this* snapshot: a base overlay's dirty
+                # bytes must not leak into a snapshot where that file is clean or gone.
+                con.execute("CREATE VIEW contents AS SELECT c.* FROM (SELECT * FROM d.contents UNION ALL "
+                            "SELECT x.* FROM b.contents x WHERE x.blob_id NOT IN (SELECT blob_id FROM d.contents)) c "
+                            "WHERE c.blob_id IN (SELECT blob_id FROM files WHERE dirty)")
             else:
                 for t in (*LAYERED_TABLES, "contents"):
                     con.execute(f"CREATE VIEW {t} AS SELECT * FROM d.{t}")
@@ -110,7 +114,8 @@ def _attach(con: duckdb.DuckDBPyConnection, alias: str, path: object, snapshot_i
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            con.execute(f"ATTACH '{path}' AS {alias} (READ_ONLY)")
+            quoted = str(path).replace("'", "''")  # a home path may contain a quote
+            con.execute(f"ATTACH '{quoted}' AS {alias} (READ_ONLY)")
             break
         except duckdb.IOException as exc:
             msg = str(exc)
