@@ -23,7 +23,6 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 
 import pygit2
 from tree_sitter import QueryCursor

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+
 from citegraph.cli.common import get_home, handle_errors
 
 

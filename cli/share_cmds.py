@@ -6,6 +6,7 @@ import json
 import sys
 
 import click
+
 from citegraph.cli.common import emit_json, get_home, handle_errors
 
 

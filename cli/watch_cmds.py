@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 import click
+
 from citegraph.cli.common import get_home, handle_errors
 
 

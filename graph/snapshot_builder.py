@@ -25,6 +25,7 @@ import duckdb
 import pyarrow as pa
 import pygit2
 
+from citegraph.graph.fact_rows import Columns, add_rows, empty_columns, rehome
 from citegraph.graph.schema import (
     EDGE_COLUMNS,
     FACTS_DDL,
@@ -37,7 +38,6 @@ from citegraph.graph.schema import (
 )
 from citegraph.graph.store import Home, RepoStore
 from citegraph.indexer import gitrepo
-from citegraph.graph.fact_rows import Columns, add_rows, empty_columns, rehome
 from citegraph.indexer.blob_facts import facts_for_blob
 from citegraph.indexer.config import CONFIG_FILE, IndexConfig, parse_config
 from citegraph.indexer.errors import CitegraphError

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import pygit2
+
 from citegraph.graph.snapshot_builder import BuildResult, build_snapshot
 from citegraph.graph.store import Home
 from citegraph.indexer import gitrepo

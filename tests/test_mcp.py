@@ -9,10 +9,11 @@ import sys
 
 import anyio
 import pytest
-from citegraph.graph.snapshot_builder import build_snapshot
-from citegraph.memory import api
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from citegraph.graph.snapshot_builder import build_snapshot
+from citegraph.memory import api
 
 SRC = '''class RetryPolicy:
     def next_delay(self, attempt):

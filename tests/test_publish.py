@@ -12,13 +12,14 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from gitutil import GitRepo
+
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.store import Home
 from citegraph.indexer.errors import CitegraphError
 from citegraph.memory import api
 from citegraph.memory.share import FORMAT, FORMAT_VERSION, import_file, publish
 from citegraph.memory.store import MemoryStore
-from gitutil import GitRepo
 
 ORIGIN = "https://example.com/org/repo.git"
 

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from citegraph.graph.current import current_state
 from citegraph.graph.store import Home
 
