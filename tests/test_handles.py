@@ -8,6 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from gitutil import GIT_ENV
+
 from citegraph.graph.handles import (
     decode_repo_handle,
     is_repo_handle,
@@ -18,7 +20,6 @@ from citegraph.graph.handles import (
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.indexer import gitrepo
-from gitutil import GIT_ENV
 
 CGS = re.compile(r"^cgs_[0-9a-f]{32}$")
 CGR = re.compile(r"^cgr_[0-9a-f]{16}_[0-9a-f]{32}$")

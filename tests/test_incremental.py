@@ -7,16 +7,22 @@ import os
 import tempfile
 from pathlib import Path
 
+from gitutil import GitRepo
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
 import citegraph.graph.snapshot_builder as sb
 import citegraph.indexer.blob_facts as bf
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.graph.store import Home
-from gitutil import GitRepo
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 TABLES = ("files", "symbols", "edges", "contents")
+# ``contents`` is storage for dirty bytes, compared by what readers can get out of it: the
+# bytes of every dirty file's blob (a layered snapshot may hold a blob twice, or one that
+# only its base still needs).
+CONTENTS_SQL = ("SELECT DISTINCT c.blob_id, c.data FROM contents c WHERE c.blob_id IN "
+                "(SELECT blob_id FROM files WHERE dirty) ORDER BY ALL")
 
 
 META_KEYS = ("snapshot_id", "repository_id", "commit", "dirty_fingerprint", "extractor_version",
@@ -26,7 +32,8 @@ META_KEYS = ("snapshot_id", "repository_id", "commit", "dirty_fingerprint", "ext
 def snapshot_tables(home: Home, result) -> dict[str, list[tuple]]:
     """The logical tables of a published snapshot, as every reader sees them."""
     with Snapshot.open(home.repo(result.repository_id), result.snapshot_id) as snap:
-        return {t: snap.query(f"SELECT * FROM {t} ORDER BY ALL") for t in TABLES}
+        return {t: snap.query(CONTENTS_SQL if t == "contents" else f"SELECT * FROM {t} ORDER BY ALL")
+                for t in TABLES}
 
 
 def snapshot_meta(home: Home, result) -> dict[str, str | None]:
@@ -231,12 +238,20 @@ def _apply(g: GitRepo, op: str, pick: int, content: str) -> str:
 # Each example runs up to 2 × 9 real builds; half the profile's examples keeps the CI
 # profile near 30 s while HYPOTHESIS_PROFILE=slow still explores hundreds of sequences.
 @settings(max_examples=max(10, settings.default.max_examples // 2))
+# Sequences that once broke (or would break) layered builds over a dirty base.
+@example(initial=[("a.py", 0)], steps=[("untracked_add", 0, 3), ("worktree_delete", 1, 0)],
+         build_initial=False)
+@example(initial=[("a.py", 0)], steps=[("dirty_modify", 0, 1), ("modify", 0, 1), ("commit", 0, 0)],
+         build_initial=False)
+@example(initial=[("a.py", 0)], steps=[("add", 0, 2), ("add", 0, 2), ("worktree_delete", 1, 0)],
+         build_initial=False)
 @given(
     initial=st.lists(st.tuples(st.sampled_from(PATHS), st.integers(0, len(CONTENTS) - 1)),
                      min_size=1, max_size=4),
     steps=st.lists(step, min_size=1, max_size=8),
+    build_initial=st.booleans(),
 )
-def test_incremental_equals_clean_build(initial, steps):
+def test_incremental_equals_clean_build(initial, steps, build_initial):
     with tempfile.TemporaryDirectory(prefix="cg-prop-") as tmp:
         root = Path(tmp)
         g = GitRepo(root / "repo")
@@ -244,7 +259,10 @@ def test_incremental_equals_clean_build(initial, steps):
             g.write(path, CONTENTS[ci])
         g.commit("initial")
         inc_home = Home.open(root / "inc-home")
-        build_snapshot(g.root, inc_home, jobs=1)
+        if build_initial:
+            build_snapshot(g.root, inc_home, jobs=1)
+        # else the state after the first step (possibly dirty) is the first, full snapshot
+        # that later builds layer over.
         log: list[str] = []
         for i, (op, pick, ci) in enumerate(steps):
             log.append(_apply(g, op, pick, CONTENTS[ci]))
@@ -261,6 +279,8 @@ def test_incremental_equals_clean_build(initial, steps):
             for table in TABLES:
                 assert t_inc[table] == t_clean[table], (table, log)
             assert snapshot_meta(inc_home, inc) == snapshot_meta(clean_home, clean), log
+            dirty_blobs = {r[1] for r in t_inc["files"] if r[-1]}
+            assert {c[0] for c in t_inc["contents"]} == dirty_blobs, log
             # The inventory is exactly what git sees in the worktree.
             assert sorted(r[0] for r in t_inc["files"]) == sorted(
                 set(_present(g)) | {p for p in _tracked(g) if os.path.lexists(g.root / p)}), log
