@@ -25,8 +25,7 @@ from citegraph.graph.current import current_state
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.graph.store import Home
-from citegraph.validator.capture import capture
-from citegraph.validator.capture import receipt_id
+from citegraph.validator.capture import capture, receipt_id
 from citegraph.validator.model import Receipt
 from citegraph.validator.validate import MemoryInput, resolve_scope, validate
 

@@ -53,8 +53,10 @@ class SnapshotEvidence:
         ev = cls(snap, receipts)
         meta = dict(snap.query("SELECT key, value FROM meta"))
         ev.inventory_complete = meta.get("inventory_complete", "true") == "true"
-        paths = sorted({r.path for r in receipts})
-        blobs = sorted({r.blob_id for r in receipts})
+        # Files by path and by blob are evidence for file and span citations only.
+        spans_files = [r for r in receipts if r.kind != "symbol"]
+        paths = sorted({r.path for r in spans_files})
+        blobs = sorted({r.blob_id for r in spans_files})
         for path, blob in _rows(snap, "SELECT f.path, f.blob_id FROM files f SEMI JOIN _cited c ON f.path = c.p",
                                 pa.table({"p": paths})):
             ev.files_at[path] = blob
@@ -68,8 +70,19 @@ class SnapshotEvidence:
                 "bh": [r.body_hash for r in syms], "lang": [r.language for r in syms],
                 "k": [r.symbol_kind for r in syms], "q": [r.qualified_name for r in syms],
             })
-            for row in _rows(snap, f"SELECT {_SYM_COLS} FROM symbols s SEMI JOIN _cited c ON s.handle = c.h", t):
-                ev.sym_by_handle[row[0]] = _sym(row)
+            make = SymbolRow._make
+            ev.sym_by_handle = {row[0]: make(row) for row in _rows(
+                snap, f"SELECT {_SYM_COLS} FROM symbols s SEMI JOIN _cited c ON s.handle = c.h", t)}
+            # Relocation, successor and coverage evidence matter only where the handle is
+            # gone (decisions.decide_symbol never looks further when it is present).
+            syms = [r for r in syms if r.handle not in ev.sym_by_handle]
+            if not syms:
+                return ev
+            t = pa.table({
+                "h": [r.handle for r in syms], "fh": [r.fragment_hash for r in syms],
+                "bh": [r.body_hash for r in syms], "lang": [r.language for r in syms],
+                "k": [r.symbol_kind for r in syms], "q": [r.qualified_name for r in syms],
+            })
             for row in _rows(snap, f"SELECT {_SYM_COLS} FROM symbols s SEMI JOIN _cited c ON s.fragment_hash = c.fh "
                              "ORDER BY handle", t):
                 ev.by_fragment.setdefault(row[7], []).append(_sym(row))

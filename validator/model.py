@@ -1,10 +1,13 @@
 """Plain data of validation: receipts (what capture stored), evidence (what a snapshot
-shows), observations (the verdict for one citation against one snapshot)."""
+shows), observations (the verdict for one citation against one snapshot).
+
+Evidence and observations are NamedTuples: immutable like frozen dataclasses, and several
+times cheaper to create, which batch validation does once per citation."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 OUTCOMES = ("exact", "relocated", "changed", "deleted", "unknown")
 
@@ -51,8 +54,7 @@ class Receipt:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class Observed:
+class Observed(NamedTuple):
     path: str
     start_line: int | None = None
     end_line: int | None = None
@@ -63,8 +65,7 @@ class Observed:
                 "handle": self.handle}
 
 
-@dataclass(frozen=True)
-class Observation:
+class Observation(NamedTuple):
     citation_id: str
     outcome: str
     reason: str | None = None
@@ -76,8 +77,7 @@ class Observation:
                 "observed": self.observed.to_dict() if self.observed else None}
 
 
-@dataclass(frozen=True)
-class SymbolRow:
+class SymbolRow(NamedTuple):
     """A symbol as the snapshot holds it (the subset decisions need)."""
 
     handle: str
@@ -91,15 +91,13 @@ class SymbolRow:
     body_hash: str
 
 
-@dataclass(frozen=True)
-class FileEvidence:
+class FileEvidence(NamedTuple):
     at_path_blob: str | None  # blob at the cited path now, None if the path is gone
     paths_with_blob: tuple[str, ...]  # every path whose blob equals the cited blob
     inventory_complete: bool
 
 
-@dataclass(frozen=True)
-class SpanEvidence:
+class SpanEvidence(NamedTuple):
     at_path_exists: bool
     same_lines_match: bool = False
     # 1-based start lines where the cited bytes occur in the current file, other than the
@@ -114,8 +112,7 @@ class SpanEvidence:
     inventory_complete: bool = True  # False: the snapshot's inventory misses trees
 
 
-@dataclass(frozen=True)
-class SymbolEvidence:
+class SymbolEvidence(NamedTuple):
     at_handle: SymbolRow | None
     fragment_matches: tuple[SymbolRow, ...] = ()  # other handles with the cited fragment hash
     qname_matches: tuple[SymbolRow, ...] = ()  # other handles with same (language, kind, qname)

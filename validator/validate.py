@@ -164,13 +164,11 @@ def _validate_repo(home: Home, member: ScopeMember, rs: list[Receipt], at: str |
 
 def decide_one(r: Receipt, ev: SnapshotEvidence, repo: pygit2.Repository | None, snapshot_commit: str,
                snapshot_extractor: str) -> Observation:
-    extractor_ok = True
-    receipt = r
     if r.kind == "symbol" and r.extractor_version != snapshot_extractor:
         extractor_ok = reextract_fragment(repo, r) == r.fragment_hash
-    pre = decisions.precondition(receipt, in_scope=True, current=True, extractor_ok=extractor_ok)
-    if pre is not None:
-        return pre
+        pre = decisions.precondition(r, in_scope=True, current=True, extractor_ok=extractor_ok)
+        if pre is not None:
+            return pre
     if r.kind == "file":
         return decisions.decide_file(r, ev.file_evidence(r))
     if r.kind == "span":
