@@ -6,33 +6,41 @@ import importlib
 
 import click
 
-from citegraph.cli import index_cmds
+# Every command and the module that defines it: modules are imported only when their
+# command runs (a cold `citegraph index` should not pay for the MCP SDK's import).
+LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "index": ("index_cmds", "index"), "status": ("index_cmds", "status"),
+    "symbols": ("index_cmds", "symbols"), "find": ("index_cmds", "find"), "gc": ("index_cmds", "gc"),
+    "remember": ("memory_cmds", "remember"), "show": ("memory_cmds", "show"),
+    "list": ("memory_cmds", "list_"), "history": ("memory_cmds", "history"),
+    "archive": ("memory_cmds", "archive"), "forget": ("memory_cmds", "forget"),
+    "validate": ("memory_cmds", "validate"), "brief": ("brief_cmds", "brief"),
+    "import-legacy": ("brief_cmds", "import_legacy"), "workset": ("workset_cmds", "workset"),
+    "publish": ("share_cmds", "publish"), "import": ("share_cmds", "import_"),
+    "watch": ("watch_cmds", "watch"), "mcp": ("mcp_cmds", "mcp"),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(LAZY_COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = LAZY_COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module = importlib.import_module(f"citegraph.cli.{target[0]}")
+        return getattr(module, target[1])
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--home", envvar="CITEGRAPH_HOME", type=click.Path(file_okay=False),
               help="Data home (default $CITEGRAPH_HOME or ~/.citegraph).")
 @click.version_option(package_name="citegraph")
 def cli(home: str | None) -> None:
     """citegraph: code-graph snapshots and validated code citations for agent memory."""
-
-
-for _cmd in index_cmds.COMMANDS:
-    cli.add_command(_cmd)
-
-# Command modules of later layers; each exposes COMMANDS. A module not written yet is
-# simply absent (only that exact module missing is tolerated).
-_MODULES = ("memory_cmds", "brief_cmds", "workset_cmds", "share_cmds", "watch_cmds", "mcp_cmds",
-            "corpus_cmds")
-for _name in _MODULES:
-    try:
-        _mod = importlib.import_module(f"citegraph.cli.{_name}")
-    except ModuleNotFoundError as _exc:
-        if _exc.name != f"citegraph.cli.{_name}":
-            raise
-        continue
-    for _cmd in _mod.COMMANDS:
-        cli.add_command(_cmd)
 
 
 def main() -> None:
