@@ -11,7 +11,7 @@ import pygit2
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.indexer.extract import extract
 from citegraph.validator.model import FileEvidence, Receipt, SpanEvidence, SymbolEvidence, SymbolRow
-from citegraph.validator.spans import find_span, line_count
+from citegraph.validator.spans import find_span, hash_bytes, line_count, line_starts, span_bytes
 
 # Bounds of the "added since capture" search for spans whose file is gone.
 MAX_ADDED_FILES = 2000
@@ -142,10 +142,18 @@ class SnapshotEvidence:
         n = r.end_line - r.start_line + 1
         blob = self.files_at.get(r.path)
         if blob is not None:
+            if blob == r.blob_id:
+                # The same bytes: the cited lines still hold the cited bytes, no read needed.
+                return SpanEvidence(at_path_exists=True, same_lines_match=True, line_count=n)
             data = self.blob(blob)
             if data is None:
                 # Unreadable content cannot prove anything: evidence that forces unknown.
                 return SpanEvidence(at_path_exists=False, capture_commit_known=False, line_count=n)
+            starts = line_starts(data)
+            if (len(starts) >= r.end_line and data
+                    and hash_bytes(span_bytes(data, r.start_line, r.end_line, starts)) == r.span_hash):
+                # The same lines hold the bytes: exact whatever else the file contains.
+                return SpanEvidence(at_path_exists=True, same_lines_match=True, line_count=n)
             hits = find_span(data, r.first_line_hash or "", r.span_hash or "", n) if line_count(data) >= n else []
             same = r.start_line in hits
             return SpanEvidence(at_path_exists=True, same_lines_match=same,

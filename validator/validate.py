@@ -7,7 +7,9 @@ Validation never writes to a snapshot and never builds one.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -118,14 +120,39 @@ def validate(home: Home, items: list[MemoryInput], scope: list[ScopeMember], at:
             obs[r.id] = Observation(r.id, "unknown", "repository-ambiguous")
         else:
             groups.setdefault(r.repository_id, []).append(r)
-    for rid, rs in groups.items():
-        member = by_repo[rid][0]
-        obs.update(_validate_repo(home, member, rs, at, cache, _before_recheck))
+    locked = _LockedCache(cache) if cache is not None else None
+    # An injected racing hook (tests) needs a defined order of repositories: run serially.
+    if len(groups) <= 1 or _before_recheck is not None:
+        for rid, rs in groups.items():
+            obs.update(_validate_repo(home, by_repo[rid][0], rs, at, locked, _before_recheck))
+    else:
+        # Repositories are independent: at most MAX_REPO_CONCURRENCY at once (SPEC §8).
+        with ThreadPoolExecutor(min(MAX_REPO_CONCURRENCY, len(groups))) as pool:
+            futures = [pool.submit(_validate_repo, home, by_repo[rid][0], rs, at, locked, _before_recheck)
+                       for rid, rs in groups.items()]
+            for f in futures:
+                obs.update(f.result())
 
     verdicts = []
     for it in items:
         verdicts.append(_aggregate(it, [obs[r.id] for r in it.receipts], scope))
     return ValidationReport(verdicts, receipts)
+
+
+class _LockedCache:
+    """Serialises cache access: one store connection is shared by the repository threads."""
+
+    def __init__(self, inner: ObservationCache) -> None:
+        self.inner = inner
+        self.lock = threading.Lock()
+
+    def get_many(self, snapshot_id: str, citation_ids: list[str]) -> dict[str, Observation]:
+        with self.lock:
+            return self.inner.get_many(snapshot_id, citation_ids)
+
+    def put_many(self, snapshot_id: str, observations: list[Observation]) -> None:
+        with self.lock:
+            self.inner.put_many(snapshot_id, observations)
 
 
 def _validate_repo(home: Home, member: ScopeMember, rs: list[Receipt], at: str | None,
