@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import os
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -33,35 +37,41 @@ class Snapshot:
         if not entry or entry.get("state") != "ready":
             raise CitegraphError(f"snapshot {snapshot_id} is not ready", "run citegraph index", code=1,
                                  retryable=True)
-        con = duckdb.connect(":memory:")
+        con = _instance().cursor()
+        n = next(_ALIASES)
+        d, b = f"snap_d{n}", f"snap_b{n}"
+        aliases = [d]
         try:
-            _attach(con, "d", rs.snapshot_path(snapshot_id), snapshot_id, wait_s)
+            _attach(con, d, rs.snapshot_path(snapshot_id), snapshot_id, wait_s)
             base = entry.get("base")
             if base:
                 bentry = rs.entry(base)
                 if not bentry or bentry.get("state") != "ready":
                     raise CitegraphError(f"snapshot {snapshot_id} lacks its base {base}",
                                          "run citegraph index to rebuild it", code=3)
-                _attach(con, "b", rs.snapshot_path(base), base, wait_s)
+                aliases.append(b)
+                _attach(con, b, rs.snapshot_path(base), base, wait_s)
                 for t in LAYERED_TABLES:
-                    con.execute(f"CREATE VIEW {t} AS SELECT * FROM d.{t} UNION ALL SELECT x.* FROM b.{t} x "
-                                "WHERE NOT EXISTS (SELECT 1 FROM d.overrides o WHERE o.path = x.path)")
+                    con.execute(f"CREATE TEMP VIEW {t} AS SELECT * FROM {d}.{t} UNION ALL SELECT x.* FROM {b}.{t} x "
+                                f"WHERE NOT EXISTS (SELECT 1 FROM {d}.overrides o WHERE o.path = x.path)")
                 # Only bytes of files that are dirty in *this* snapshot: a base overlay's dirty
                 # bytes must not leak into a snapshot where that file is clean or gone.
-                con.execute("CREATE VIEW contents AS SELECT c.* FROM (SELECT * FROM d.contents UNION ALL "
-                            "SELECT x.* FROM b.contents x WHERE x.blob_id NOT IN (SELECT blob_id FROM d.contents)) c "
+                con.execute(f"CREATE TEMP VIEW contents AS SELECT c.* FROM (SELECT * FROM {d}.contents UNION ALL "
+                            f"SELECT x.* FROM {b}.contents x WHERE x.blob_id NOT IN (SELECT blob_id FROM {d}.contents)) c "
                             "WHERE c.blob_id IN (SELECT blob_id FROM files WHERE dirty)")
             else:
                 for t in (*LAYERED_TABLES, "contents"):
-                    con.execute(f"CREATE VIEW {t} AS SELECT * FROM d.{t}")
-            con.execute("CREATE VIEW meta AS SELECT * FROM d.meta")
+                    con.execute(f"CREATE TEMP VIEW {t} AS SELECT * FROM {d}.{t}")
+            con.execute(f"CREATE TEMP VIEW meta AS SELECT * FROM {d}.meta")
         except BaseException:
-            con.close()
+            _release(con, aliases)
             raise
-        return cls(snapshot_id, entry, con, repo)
+        snap = cls(snapshot_id, entry, con, repo)
+        snap._aliases = aliases
+        return snap
 
     def close(self) -> None:
-        self.con.close()
+        _release(self.con, getattr(self, "_aliases", []))
 
     def __enter__(self) -> Snapshot:
         return self
@@ -108,6 +118,33 @@ class Snapshot:
 
 
 LAYERED_TABLES = ("files", "symbols", "edges")
+
+# One in-memory DuckDB instance per process: creating an instance costs ~30 ms, a cursor
+# on it with an ATTACH ~2 ms. Each Snapshot gets its own cursor, unique attach aliases and
+# connection-local (TEMP) views, so concurrent snapshots never see each other's names.
+_SHARED: duckdb.DuckDBPyConnection | None = None
+_SHARED_LOCK = threading.Lock()
+_ALIASES = itertools.count()
+
+
+def _instance() -> duckdb.DuckDBPyConnection:
+    global _SHARED
+    with _SHARED_LOCK:
+        if _SHARED is None or _SHARED_PID[0] != os.getpid():
+            _SHARED = duckdb.connect(":memory:")
+            _SHARED_PID[0] = os.getpid()
+        return _SHARED
+
+
+_SHARED_PID = [0]
+
+
+def _release(con: duckdb.DuckDBPyConnection, aliases: list[str]) -> None:
+    for alias in aliases:
+        with contextlib.suppress(duckdb.Error):
+            con.execute(f"DETACH {alias}")
+    with contextlib.suppress(duckdb.Error):
+        con.close()
 
 
 def _attach(con: duckdb.DuckDBPyConnection, alias: str, path: object, snapshot_id: str, wait_s: float) -> None:
