@@ -64,4 +64,9 @@ def language_for_path(path: str) -> str | None:
 
 @cache
 def query_source(language: str) -> str:
-    return (QUERY_DIR / f"{language}.scm").read_text(encoding="utf-8")
+    """The tags query of ``language``. A line ``; inherits: other`` puts ``other``'s whole
+    query first (TSX = TypeScript + JSX), so shared patterns are written once."""
+    text = (QUERY_DIR / f"{language}.scm").read_text(encoding="utf-8")
+    parents = [line.split(":", 1)[1].strip() for line in text.splitlines()
+               if line.startswith("; inherits:")]
+    return "".join(query_source(parent) + "\n" for parent in parents) + text

@@ -144,3 +144,16 @@ def test_syntax_error_is_partial_and_keeps_earlier_symbols(language: str) -> Non
     for line in before_error:
         assert line in formatted
     assert any(e.kind == "calls" for e in facts.edges)
+
+
+def test_tsx_inherits_every_typescript_pattern_first():
+    """`; inherits: typescript` puts TypeScript's whole query before the JSX patterns, so
+    the earlier-pattern-wins rule gives TSX exactly TypeScript's definitions."""
+    from citegraph.indexer.languages import query_source
+
+    ts, tsx = query_source("typescript"), query_source("tsx")
+    assert tsx.startswith(ts)
+    assert "jsx_opening_element" in tsx and "jsx_opening_element" not in ts
+    src = b"namespace N {\n  export function f(a: number): number;\n  export function f(a: any) { return g(a); }\n}\n"
+    assert [(s.kind, s.qualified_name, s.ordinal) for s in extract("tsx", src).symbols] == \
+        [(s.kind, s.qualified_name, s.ordinal) for s in extract("typescript", src).symbols]
