@@ -37,7 +37,7 @@ def status(path: str | os.PathLike[str], home: Home) -> dict[str, Any]:
 
 def require_current(cur: CurrentState) -> None:
     if not cur.exact_current:
-        state = cur.entry["state"] if cur.entry else "not built"
+        state = cur.snapshot_state_text()
         raise CitegraphError(
             f"no exact-current snapshot for this repository state ({state})",
             "run citegraph index first", code=1, retryable=True)

@@ -62,8 +62,11 @@ def collect(home: Home, keep_last: int = KEEP_LAST, dry_run: bool = False) -> di
                     e["state"] = "retired"
                     rs.write_entry(e)
                 retired.append(sid)
-            elif e["state"] == "failed" and not dry_run:
-                rs.catalog_path(sid).unlink(missing_ok=True)
+            elif e["state"] == "failed":
+                # A failed build, or a snapshot found damaged: its file (if any) goes too.
+                if not dry_run:
+                    rs.snapshot_path(sid).unlink(missing_ok=True)
+                    rs.catalog_path(sid).unlink(missing_ok=True)
                 retired.append(sid)
             elif e["state"] == "ready":
                 kept.append(sid)

@@ -13,6 +13,7 @@ import contextlib
 import os
 import shutil
 import signal
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -36,13 +37,15 @@ from citegraph.graph.schema import (
     SNAPSHOT_SCHEMA_VERSION,
     SYMBOL_COLUMNS,
 )
-from citegraph.graph.store import Home, RepoStore
+from citegraph.graph.store import Home, RepoStore, process_start
 from citegraph.indexer import gitrepo
 from citegraph.indexer.blob_facts import facts_for_blob
 from citegraph.indexer.config import CONFIG_FILE, IndexConfig, parse_config
 from citegraph.indexer.errors import CitegraphError
 from citegraph.indexer.extract import EXTRACTOR_VERSION
 from citegraph.indexer.languages import language_for_path
+from citegraph.indexer.paths import fs_path, is_undecodable, stored_path
+from citegraph.indexer.worktree import MODE_NOT_REGULAR, WorktreeReader
 
 BATCH_FILES = 2048
 POOL_THRESHOLD = 48  # blobs to extract before a process pool pays for itself
@@ -136,10 +139,38 @@ class Extracted:
     edges: Columns
 
 
-def _worker_init(repo_path: str) -> None:
+def _worker_init(repo_path: str, parent_pid: int) -> None:
     global _WORKER_REPO
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
+    die_with_parent(parent_pid)
     _WORKER_REPO = pygit2.Repository(repo_path)
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Make this (forked) worker die when its parent does, however the parent died.
+
+    Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``; elsewhere a daemon thread polls the
+    parent pid. Checked once more after arming: a parent that died before is noticed."""
+    armed = False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        armed = libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        armed = False
+    if not armed:
+        def watch() -> None:
+            while os.getppid() == parent_pid:
+                time.sleep(0.5)
+            os._exit(1)
+
+        threading.Thread(target=watch, daemon=True, name="citegraph-parent-watch").start()
+    if os.getppid() != parent_pid:
+        os._exit(1)
 
 
 def _extract_batch(batch: list[Job]) -> list[Extracted]:
@@ -219,7 +250,8 @@ def build_snapshot(repo_path: str | os.PathLike[str], home: Home, rev: str | Non
         if existing and existing["state"] == "ready":
             return _result(target, existing, True, time.perf_counter() - t0, stats)
         entry = _base_entry(target)
-        entry.update(state="building", pid=os.getpid(), created_at=time.time())
+        entry.update(state="building", pid=os.getpid(), pid_start=process_start(os.getpid()),
+                     created_at=time.time())
         rs.write_entry(entry)
         try:
             summary = _assemble(target, rs, stats, progress, jobs)
@@ -232,6 +264,7 @@ def build_snapshot(repo_path: str | os.PathLike[str], home: Home, rev: str | Non
             raise
         entry.update(state="ready", published_at=time.time(), **summary)
         entry.pop("pid", None)
+        entry.pop("pid_start", None)
         rs.write_entry(entry)
         _checkpoint("published", stats)
     return _result(target, entry, False, time.perf_counter() - t0, stats)
@@ -289,28 +322,26 @@ def _result(target: _Target, entry: dict[str, Any], reused: bool, seconds: float
 
 def _dirty_entries(target: _Target, paths: set[str] | None = None
                    ) -> tuple[dict[str, gitrepo.InventoryEntry | None], dict[str, bytes]]:
-    """The worktree's dirty paths (None = deleted), read and checked against the state."""
+    """The worktree's dirty paths (None = deleted), read again through the worktree
+    reader (bytes kept up to the size cap) and checked against the state."""
     out: dict[str, gitrepo.InventoryEntry | None] = {}
     contents: dict[str, bytes] = {}
     if not (target.state and target.state.dirty):
         return out, contents
-    root = gitrepo.workdir(target.repo)
-    for path, blob in target.state.dirty_paths:
-        if paths is not None and path not in paths:
-            continue
-        if blob is None:
-            out[path] = None
-            continue
-        try:
-            now_blob, data, mode = gitrepo.hash_worktree_file(root / path)
-        except OSError:
-            now_blob, data, mode = None, None, 0
-        if now_blob != blob:
-            raise CitegraphError(f"{path}: changed while the snapshot was being built",
-                                 "run citegraph index again", code=1, retryable=True)
-        out[path] = gitrepo.InventoryEntry(path, blob, mode, dirty=True)
-        if data is not None:
-            contents[blob] = data
+    with WorktreeReader(gitrepo.workdir(target.repo), keep_bytes=target.config.max_file_bytes) as reader:
+        for path, blob in target.state.dirty_paths:
+            if paths is not None and path not in paths:
+                continue
+            if blob is None:
+                out[path] = None
+                continue
+            found = reader.read(fs_path(path))
+            if found.blob_id != blob:
+                raise CitegraphError(f"{path}: changed while the snapshot was being built",
+                                     "run citegraph index again", code=1, retryable=True)
+            out[path] = gitrepo.InventoryEntry(path, blob, found.mode, dirty=True)
+            if found.data is not None:
+                contents[blob] = found.data
     return out, contents
 
 
@@ -345,10 +376,17 @@ def _classify(rows: list[_FileRow], target: _Target, contents: dict[str, bytes])
         e = r.entry
         if e.mode == gitrepo.MODE_SYMLINK:
             r.status, r.reason = "skipped", "symlink"
+        elif e.mode == MODE_NOT_REGULAR:
+            r.status, r.reason = "skipped", "not-regular"
+        elif is_undecodable(e.path):
+            r.status, r.reason = "skipped", "undecodable-path"
         elif e.mode == gitrepo.MODE_GITLINK:
             r.status, r.reason = "skipped", "submodule"
         elif target.config.excluded(e.path):
             r.status, r.reason = "skipped", "excluded"
+        elif e.dirty and e.blob_id not in contents:
+            # The worktree reader keeps the bytes of every regular file up to the cap.
+            r.status, r.reason = "skipped", "too-large"
 
 
 def _sql_str(path: Path) -> str:
@@ -491,8 +529,8 @@ def _delta_plan(target: _Target, rs: RepoStore, base: dict[str, Any], out: duckd
         return None
     changed: set[str] = set()
     for d in diff.deltas:
-        changed.add(d.old_file.path)
-        changed.add(d.new_file.path)
+        changed.add(stored_path(d.old_file.path))
+        changed.add(stored_path(d.new_file.path))
     try:
         out.execute(f"ATTACH {_sql_str(rs.snapshot_path(base['snapshot_id']))} AS base (READ_ONLY)")
         # Dirty rows, and transient skips (a blob missing then, a parse that timed out),
@@ -520,7 +558,7 @@ def _delta_plan(target: _Target, rs: RepoStore, base: dict[str, Any], out: duckd
             entry = dirty[path]
         else:
             try:
-                te = new[path]
+                te = new[fs_path(path)]
                 entry = None if te.filemode == pygit2.GIT_FILEMODE_TREE else \
                     gitrepo.InventoryEntry(path, str(te.id), int(te.filemode))
             except KeyError:
@@ -620,6 +658,7 @@ def _assemble(target: _Target, rs: RepoStore, stats: BuildStats, progress: Progr
     finally:
         os.close(dir_fd)
     summary: dict[str, Any] = {
+        "bytes": os.stat(rs.snapshot_path(target.snapshot_id)).st_size,
         "files": n_files, "symbols": int(n_symbols), "coverage": coverage, "content_id": content_id,
         "content_sum": f"{total:032x}", "inventory_complete": plan.inventory_complete,
         "layout": "delta" if plan.base else "full",
@@ -642,7 +681,7 @@ def _merge_coverage(base: dict[str, dict[str, int]], hidden: list[tuple], own: d
     return {lang: c for lang, c in sorted(cov.items()) if any(c.values())}
 
 
-PATH_REASONS = ("symlink", "submodule", "excluded")
+PATH_REASONS = ("symlink", "submodule", "excluded", "not-regular", "undecodable-path", "too-large")
 
 
 def _coverage(rows: list[_FileRow]) -> dict[str, dict[str, int]]:
@@ -725,7 +764,7 @@ def _fill(need: list[_FileRow], target: _Target, contents: dict[str, bytes], out
         import multiprocessing as mp
 
         pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"), initializer=_worker_init,
-                                   initargs=(target.repo.path,))
+                                   initargs=(target.repo.path, os.getpid()))
         try:
             for batch in pool.map(_extract_batch, chunks):
                 for ex in batch:

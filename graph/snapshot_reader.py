@@ -42,15 +42,25 @@ class Snapshot:
         d, b = f"snap_d{n}", f"snap_b{n}"
         aliases = [d]
         try:
-            _attach(con, d, rs.snapshot_path(snapshot_id), snapshot_id, wait_s)
+            try:
+                _attach(con, d, rs.snapshot_path(snapshot_id), snapshot_id, wait_s)
+            except DamagedSnapshot as exc:
+                rs.mark_failed(snapshot_id, exc.what, entry.get("published_at"))
+                raise
             base = entry.get("base")
             if base:
                 bentry = rs.entry(base)
                 if not bentry or bentry.get("state") != "ready":
-                    raise CitegraphError(f"snapshot {snapshot_id} lacks its base {base}",
-                                         "run citegraph index to rebuild it", code=3)
+                    rs.mark_failed(snapshot_id, f"base snapshot {base} is not usable", entry.get("published_at"))
+                    raise CitegraphError(f"snapshot {snapshot_id} lacks its base {base}; it is marked failed",
+                                         "run citegraph index to rebuild it", code=1, retryable=True)
                 aliases.append(b)
-                _attach(con, b, rs.snapshot_path(base), base, wait_s)
+                try:
+                    _attach(con, b, rs.snapshot_path(base), base, wait_s)
+                except DamagedSnapshot as exc:
+                    rs.mark_failed(base, exc.what, bentry.get("published_at"))
+                    rs.mark_failed(snapshot_id, f"base snapshot {base} is damaged", entry.get("published_at"))
+                    raise
                 for t in LAYERED_TABLES:
                     con.execute(f"CREATE TEMP VIEW {t} AS SELECT * FROM {d}.{t} UNION ALL SELECT x.* FROM {b}.{t} x "
                                 f"WHERE NOT EXISTS (SELECT 1 FROM {d}.overrides o WHERE o.path = x.path)")
@@ -173,8 +183,13 @@ def _attach(con: duckdb.DuckDBPyConnection, alias: str, path: object, snapshot_i
         raise _corrupt(snapshot_id, path, "a different snapshot's database")
 
 
+class DamagedSnapshot(CitegraphError):
+    """A published snapshot file that cannot be read as published (marked failed)."""
+
+
 def _corrupt(snapshot_id: str, path: object, why: str) -> CitegraphError:
-    # The catalog still says ready, so index would reuse the entry; once the file is
-    # gone the entry reads as failed and the next index rebuilds it.
-    return CitegraphError(f"snapshot {snapshot_id} is corrupt or foreign ({path}: {why})",
-                          f"delete {path} and run citegraph index to rebuild it", code=3)
+    # The reader marks the catalog entry failed: the next index rebuilds it, gc removes it.
+    err = DamagedSnapshot(f"snapshot {snapshot_id} is damaged ({why}); it is marked failed",
+                          "run citegraph index to rebuild it", code=1, retryable=True)
+    err.what = f"snapshot file damaged ({why})"
+    return err

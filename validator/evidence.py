@@ -10,6 +10,7 @@ import pygit2
 
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.indexer.extract import extract
+from citegraph.indexer.paths import fs_path, stored_path
 from citegraph.validator.model import FileEvidence, Receipt, SpanEvidence, SymbolEvidence, SymbolRow
 from citegraph.validator.spans import find_span, hash_bytes, line_count, line_starts, span_bytes
 
@@ -191,7 +192,7 @@ class SnapshotEvidence:
         added: dict[str, str] = {}
         for d in diff.deltas:
             if d.status == pygit2.GIT_DELTA_ADDED:
-                added[d.new_file.path] = str(d.new_file.id)
+                added[stored_path(d.new_file.path)] = str(d.new_file.id)
         if len(added) > MAX_ADDED_FILES:
             return True, False, []
         # "Now" is the snapshot, not its commit: an overlay may have deleted or rewritten a
@@ -203,7 +204,7 @@ class SnapshotEvidence:
         for path, blob in self.snap.query("SELECT path, blob_id FROM files WHERE dirty"):
             if path not in added:
                 try:
-                    old[path]
+                    old[fs_path(path)]
                 except KeyError:
                     added[path] = blob
         if len(added) > MAX_ADDED_FILES:
