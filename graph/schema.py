@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SNAPSHOT_SCHEMA_VERSION = 2
+SNAPSHOT_SCHEMA_VERSION = 3  # 3: escaped (stored) paths, not-regular rows
 FACTS_SCHEMA_VERSION = 2
 
 SNAPSHOT_DDL = """

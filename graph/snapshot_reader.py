@@ -15,6 +15,7 @@ import pygit2
 
 from citegraph.graph.store import RepoStore
 from citegraph.indexer.errors import CitegraphError
+from citegraph.indexer.worktree import NULL_BLOB
 
 SYMBOL_FIELDS = ("handle", "path", "language", "kind", "name", "qualified_name", "ordinal",
                  "start_byte", "end_byte", "start_line", "end_line", "parent_handle",
@@ -115,7 +116,10 @@ class Snapshot:
             [name, name, f"%.{name}", name, limit])
 
     def blob_bytes(self, blob_id: str) -> bytes | None:
-        """File bytes by blob id: dirty overlay contents first, then the object database."""
+        """File bytes by blob id: dirty overlay contents first, then the object database.
+        A FIFO, socket or device in the worktree (NULL_BLOB) holds no bytes."""
+        if blob_id == NULL_BLOB:
+            return b""
         rows = self.query("SELECT data FROM contents WHERE blob_id = ?", [blob_id])
         if rows:
             return bytes(rows[0][0])

@@ -283,7 +283,7 @@ class RepoStore:
             nonlocal told
             if time.monotonic() > deadline:
                 raise CitegraphError("another build of this repository is still running",
-                                     "wait for it or retry later", code=1, retryable=True)
+                                     "wait for it or retry later", code=1, retryable=True, kind="busy")
             if on_wait and not told:
                 on_wait()
                 told = True

@@ -49,7 +49,7 @@ class WorktreeFile:
     blob_id: str | None  # git blob id; NULL_BLOB for not-regular; None when absent
     mode: int
     size: int = 0
-    data: bytes | None = None  # the bytes of a regular file of at most keep_bytes
+    data: bytes | None = None  # a regular file's bytes (at most keep_bytes), a symlink's target text
 
     @property
     def exists(self) -> bool:
@@ -145,7 +145,8 @@ class WorktreeReader:
                 target = os.fsencode(os.readlink(name, dir_fd=dfd))
             except OSError as exc:
                 raise _unreadable(path, exc) from exc
-            return WorktreeFile("symlink", str(pygit2.hash(target)), MODE_SYMLINK, len(target))
+            # The link's own bytes (its target text) are the blob; the target is never read.
+            return WorktreeFile("symlink", str(pygit2.hash(target)), MODE_SYMLINK, len(target), target)
         if not stat.S_ISREG(st.st_mode):
             return NOT_REGULAR
         try:

@@ -70,6 +70,20 @@ def check_name(what: str, value: str) -> str:
     return value
 
 
+def check_text(what: str, value: str | None) -> None:
+    """Text the store keeps must be valid UTF-8 without NUL (a lone surrogate or NUL from an
+    API or MCP caller is one clear error, not a database failure)."""
+    if value is None:
+        return
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise CitegraphError(f"{what} is not valid UTF-8 (it holds a lone surrogate)",
+                             "pass UTF-8 text", code=2, kind="invalid-text") from None
+    if "\0" in value:
+        raise CitegraphError(f"{what} holds a NUL character", "remove it", code=2, kind="invalid-text")
+
+
 def tokenize(text: str) -> list[str]:
     """Lower-cased word tokens; identifiers are also split at _ and camelCase."""
     out: list[str] = []
@@ -194,11 +208,14 @@ class MemoryStore:
         """Create or revise the (project, topic) memory; returns (memory, citations cleared)."""
         if not text or not text.strip():
             raise CitegraphError("memory text is empty", "pass --text with the claim to remember", code=2)
+        check_text("memory text", text)
         if kind not in ("durable", "handoff"):
             raise CitegraphError(f"invalid kind {kind!r}", "use durable or handoff", code=2)
         check_name("project", project)
         if topic is not None:
             check_name("topic", topic)
+        for what, value in (("author", author), ("agent id", agent_id), ("session id", session_id)):
+            check_text(what, value)
         receipts = receipts or []
         now = time.time() if now is None else now
         mid = memory_id_for(project, topic) if topic else "cgm_" + uuid.uuid4().hex[:16]

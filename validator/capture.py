@@ -99,6 +99,8 @@ def _file_row(p: ParsedRef, path: str, cur: CurrentState, snap: Snapshot) -> dic
                       "cite the file the link points to")
     if row["reason"] == "submodule":
         raise bad_ref(p.ref, f"{path} is a submodule", "cite files inside the submodule's own repository")
+    if row["reason"] == "not-regular":
+        raise bad_ref(p.ref, f"{path} is not a regular file (a FIFO, socket or device)", "cite a regular file")
     _check_inside(p, path, cur)
     return row
 

@@ -119,8 +119,8 @@ class SnapshotEvidence:
         if not self.inventory_complete or not needle:
             return False
         for _path, blob, reason in self.uncovered.get(r.language or "", []):
-            if reason == "symlink":
-                continue  # a link's bytes are a path, never a definition
+            if reason in ("symlink", "not-regular"):
+                continue  # a link's bytes are a path, a FIFO or device has none: never a definition
             data = self.blob(blob)
             if data is None or needle in data:
                 return False

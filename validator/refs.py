@@ -37,6 +37,9 @@ def check_path(ref: str, path: str) -> str:
     """Repository-relative only: no absolute paths, backslashes, empty/./.. segments."""
     if not path:
         raise bad_ref(ref, "empty path")
+    if re.search(r"\\x[0-9a-f]{2}", path):
+        raise bad_ref(ref, "this names a file whose name is not UTF-8 (shown escaped); such a file is "
+                      "inventoried but cannot be cited exactly", "rename the file to a UTF-8 name to cite it")
     if "\\" in path:
         raise bad_ref(ref, "backslashes are not allowed; use / separators")
     if path.startswith("/") or re.match(r"^[A-Za-z]:", path):
