@@ -140,9 +140,10 @@ class Extracted:
 
 
 def _worker_init(repo_path: str, parent_pid: int) -> None:
+    """``parent_pid``: the forking builder (fork), or 0 when the parent is a fork server."""
     global _WORKER_REPO
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
-    die_with_parent(parent_pid)
+    die_with_parent(parent_pid or os.getppid())
     _WORKER_REPO = pygit2.Repository(repo_path)
 
 
@@ -211,7 +212,10 @@ class _Target:
     snapshot_id: str
 
 
-def resolve_target(repo_path: str | os.PathLike[str], rev: str | None = None) -> _Target:
+def resolve_target(repo_path: str | os.PathLike[str], rev: str | None = None,
+                   state: gitrepo.WorktreeState | None = None) -> _Target:
+    """What a build (or a read) is about: the commit of ``rev``, or the worktree's state —
+    scanned now, or ``state`` as the resident service already knows it."""
     repo = gitrepo.open_repository(repo_path)
     identity = gitrepo.repository_identity(repo)
     if rev is not None:
@@ -219,7 +223,8 @@ def resolve_target(repo_path: str | os.PathLike[str], rev: str | None = None) ->
         state = None
     else:
         gitrepo.workdir(repo)
-        state = gitrepo.worktree_state(repo)
+        if state is None:
+            state = gitrepo.worktree_state(repo)
         commit = state.head
     config = parse_config(gitrepo.commit_tree_file(repo, commit, CONFIG_FILE), CONFIG_FILE)
     fp = state.dirty_fingerprint if state else None
@@ -229,10 +234,16 @@ def resolve_target(repo_path: str | os.PathLike[str], rev: str | None = None) ->
 
 def build_snapshot(repo_path: str | os.PathLike[str], home: Home, rev: str | None = None,
                    progress: ProgressFn | None = None, jobs: int | None = None,
-                   on_wait: Callable[[], None] | None = None) -> BuildResult:
-    """Build (or reuse) the snapshot of the worktree's state, or of ``rev``; publish it."""
+                   on_wait: Callable[[], None] | None = None,
+                   state: gitrepo.WorktreeState | None = None,
+                   pool_context: str = "fork") -> BuildResult:
+    """Build (or reuse) the snapshot of the worktree's state (``state`` when the caller
+    already knows it, else scanned), or of ``rev``; publish it. ``pool_context`` is the
+    multiprocessing start method of the extraction pool: ``fork`` for a one-shot command,
+    ``forkserver`` in a multi-threaded process (the service), where a fork could copy a
+    lock another thread holds."""
     t0 = time.perf_counter()
-    target = resolve_target(repo_path, rev)
+    target = resolve_target(repo_path, rev, state)
     rs = home.repo(target.identity.repository_id)
     rs.ensure()
     info: dict[str, Any] = {"repository_id": target.identity.repository_id,
@@ -254,7 +265,7 @@ def build_snapshot(repo_path: str | os.PathLike[str], home: Home, rev: str | Non
                      created_at=time.time())
         rs.write_entry(entry)
         try:
-            summary = _assemble(target, rs, stats, progress, jobs)
+            summary = _assemble(target, rs, stats, progress, jobs, pool_context)
         except BaseException as exc:
             entry.update(state="failed", reason=_failure_reason(exc), finished_at=time.time())
             try:
@@ -577,7 +588,7 @@ def _delta_plan(target: _Target, rs: RepoStore, base: dict[str, Any], out: duckd
 
 
 def _assemble(target: _Target, rs: RepoStore, stats: BuildStats, progress: ProgressFn | None,
-              jobs: int | None) -> dict[str, Any]:
+              jobs: int | None, pool_context: str = "fork") -> dict[str, Any]:
     _checkpoint("inventory", stats)
     tmp = rs.root / "tmp" / f"{target.snapshot_id}.{os.getpid()}.duckdb"
     tmp.unlink(missing_ok=True)
@@ -598,7 +609,7 @@ def _assemble(target: _Target, rs: RepoStore, stats: BuildStats, progress: Progr
         stats.copied_files = base_files - len(plan.base_rows)
         sink = _Sink(out)
         _checkpoint("extract", stats)
-        new_keys = _fill(need, target, plan.contents, out, sink, stats, progress, jobs, len(rows))
+        new_keys = _fill(need, target, plan.contents, out, sink, stats, progress, jobs, len(rows), pool_context)
         sink.flush()
         _checkpoint("write", stats)
         fcols = empty_columns(FILE_COLUMNS)
@@ -696,8 +707,8 @@ def _coverage(rows: list[_FileRow]) -> dict[str, dict[str, int]]:
 
 
 def _fill(need: list[_FileRow], target: _Target, contents: dict[str, bytes], out: duckdb.DuckDBPyConnection,
-          sink: _Sink, stats: BuildStats, progress: ProgressFn | None, jobs: int | None, total: int
-          ) -> list[tuple[str, str, str]]:
+          sink: _Sink, stats: BuildStats, progress: ProgressFn | None, jobs: int | None, total: int,
+          pool_context: str = "fork") -> list[tuple[str, str, str]]:
     """Give every row in ``need`` its status and rows: from the facts cache or by extracting.
     Returns the (blob, language, origin path) keys extracted now, for the cache."""
     done = total - len(need)
@@ -763,8 +774,8 @@ def _fill(need: list[_FileRow], target: _Target, contents: dict[str, bytes], out
     if workers > 1 and len(jobs_list) >= POOL_THRESHOLD:
         import multiprocessing as mp
 
-        pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"), initializer=_worker_init,
-                                   initargs=(target.repo.path, os.getpid()))
+        pool = ProcessPoolExecutor(workers, mp_context=mp.get_context(pool_context), initializer=_worker_init,
+                                   initargs=(target.repo.path, os.getpid() if pool_context == "fork" else 0))
         try:
             for batch in pool.map(_extract_batch, chunks):
                 for ex in batch:

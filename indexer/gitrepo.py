@@ -101,11 +101,12 @@ def repository_identity(repo: pygit2.Repository) -> RepoIdentity:
         norm, hosted = normalise_remote_url(url)
         kind = "remote" if hosted else "local"
         return RepoIdentity(blake3.blake3(norm.encode()).hexdigest(16), kind, norm)
-    common = os.path.realpath(_common_dir(repo))
+    common = os.path.realpath(common_dir(repo))
     return RepoIdentity(blake3.blake3(common.encode()).hexdigest(16), "local", common)
 
 
-def _common_dir(repo: pygit2.Repository) -> str:
+def common_dir(repo: pygit2.Repository) -> str:
+    """The shared git directory (a linked worktree's points home; else the git dir)."""
     # For a linked worktree, repo.path is .git/worktrees/<name>/; commondir points home.
     gitdir = Path(repo.path)
     cd = gitdir / "commondir"
