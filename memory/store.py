@@ -29,6 +29,9 @@ from citegraph.validator.model import Observation, Observed, Receipt
 MEMORY_SCHEMA_VERSION = 1
 LOCK_WAIT_S = 10.0
 NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+# One limit on memory text for every way in (capture, MCP, import, import-legacy): a memory
+# is a claim, briefs show at most 480 characters of it, and 64 KiB still fits one argv word.
+MAX_TEXT_BYTES = 64 * 1024
 TOKEN_RE = re.compile(r"[A-Za-z0-9_]+")
 
 RECEIPT_FIELDS = [f.name for f in fields(Receipt)]
@@ -68,6 +71,22 @@ def check_name(what: str, value: str) -> str:
                              "use letters, digits, _ - . (at most 128 characters, not only dots)",
                              code=2, kind="invalid-name")
     return value
+
+
+def check_text(text: str) -> str:
+    """Non-empty, valid Unicode (no lone surrogate), at most MAX_TEXT_BYTES in UTF-8."""
+    if not isinstance(text, str) or not text.strip():
+        raise CitegraphError("memory text is empty", "pass --text with the claim to remember", code=2)
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise CitegraphError(f"memory text is not valid Unicode (lone surrogate at character {exc.start})",
+                             "pass the text as UTF-8", code=2, kind="invalid-text") from None
+    if size > MAX_TEXT_BYTES:
+        raise CitegraphError(f"memory text is {size} bytes, more than the limit of {MAX_TEXT_BYTES} bytes",
+                             "state the claim shortly and cite the code that backs it", code=2,
+                             kind="text-too-large")
+    return text
 
 
 def tokenize(text: str) -> list[str]:
@@ -192,8 +211,7 @@ class MemoryStore:
                  supersedes: str | None = None, legacy: bool = False, now: float | None = None
                  ) -> tuple[Memory, int]:
         """Create or revise the (project, topic) memory; returns (memory, citations cleared)."""
-        if not text or not text.strip():
-            raise CitegraphError("memory text is empty", "pass --text with the claim to remember", code=2)
+        check_text(text)
         if kind not in ("durable", "handoff"):
             raise CitegraphError(f"invalid kind {kind!r}", "use durable or handoff", code=2)
         check_name("project", project)
@@ -381,7 +399,8 @@ def bulk_insert(ms: MemoryStore, items: list[dict[str, Any]], now: float | None 
     for it in items:
         text, project = it["text"], it.get("project") or "default"
         kind = it.get("kind") or "durable"
-        if not text or not text.strip() or kind not in ("durable", "handoff"):
+        check_text(text)
+        if kind not in ("durable", "handoff"):
             raise CitegraphError("invalid memory in bulk insert", "check text and kind", code=2)
         check_name("project", project)
         topic = it.get("topic")
