@@ -68,7 +68,7 @@ def _bad(source: str, line: int, why: str) -> CitegraphError:
 def _name(value: Any, what: str, source: str, line: int) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str) or not NAME_RE.match(value) or set(value) == {"."}:
+    if not isinstance(value, str) or not NAME_RE.fullmatch(value) or set(value) == {"."}:
         raise _bad(source, line, f"invalid {what} {shown(value)} (letters, digits, _ - ., at most 128)")
     return value
 
@@ -116,7 +116,7 @@ def _record(obj: Any, source: str, line: int) -> LegacyRecord:
     if kind not in ("durable", "handoff"):
         raise _bad(source, line, f"invalid kind {shown(kind)} (durable or handoff)")
     sc = obj.get("source_commit")
-    if sc is not None and (not isinstance(sc, str) or not COMMIT_RE.match(sc.strip())):
+    if sc is not None and (not isinstance(sc, str) or not COMMIT_RE.fullmatch(sc.strip())):
         raise _bad(source, line, f"source_commit {shown(sc)} is not a commit id")
     author = obj.get("author")
     if author is not None and not isinstance(author, str):

@@ -123,14 +123,14 @@ def _check(values: Any) -> None:
     if unknown:
         raise _Bad(f"citation has unknown field {shown(unknown[0])}")
     cid = values.get("id")
-    if not isinstance(cid, str) or not CITATION_ID.match(cid):
+    if not isinstance(cid, str) or not CITATION_ID.fullmatch(cid):
         raise _Bad(f"citation id {shown(cid)} is not cgc_ + 32 lowercase hex")
     where = f"citation {cid}"
     surrogate = lone_surrogate(values)
     if surrogate:
         raise _Bad(f"{where}: {surrogate}")
     kind = values.get("kind")
-    if kind not in KIND_FIELDS:
+    if not isinstance(kind, str) or kind not in KIND_FIELDS:
         raise _Bad(f"{where} has unknown kind {shown(kind)} (file, span or symbol)")
     wanted = set(BASE_FIELDS) | set(KIND_FIELDS[kind])
     for k in RECEIPT_FIELDS:
@@ -159,7 +159,7 @@ def _check(values: Any) -> None:
         raise _Bad(f"{where} does not match its fields (edited receipt)")
     for k, pattern in PATTERNS.items():
         v = values.get(k)
-        if isinstance(v, str) and not pattern.match(v):
+        if isinstance(v, str) and not pattern.fullmatch(v):
             raise _Bad(f"{where}: {k} {shown(v)} is not {_shape(k)}")
     for k, limit in STRING_BYTES.items():
         v = values.get(k)

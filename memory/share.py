@@ -118,10 +118,10 @@ def record_problem(rec: dict[str, Any]) -> tuple[str, str] | None:
     for k in MEMORY_STR:
         if not isinstance(rec.get(k), str) or not rec[k].strip():
             return "malformed", f"memory lacks {k}"
-    if not MEMORY_ID_RE.match(rec["id"]):
+    if not MEMORY_ID_RE.fullmatch(rec["id"]):
         return "malformed", f"memory id {shown(rec['id'])} is not cgm_ + 16 lowercase hex"
     for k in ("project", "topic"):
-        if not NAME_RE.match(rec[k]) or set(rec[k]) == {"."}:
+        if not NAME_RE.fullmatch(rec[k]) or set(rec[k]) == {"."}:
             return "malformed", f"invalid {k} {shown(rec[k])}"
     if rec["kind"] not in ("durable", "handoff"):
         return "malformed", f"invalid kind {shown(rec['kind'])}"
@@ -147,10 +147,10 @@ def record_problem(rec: dict[str, Any]) -> tuple[str, str] | None:
     if rev is not None and (not isinstance(rev, int) or isinstance(rev, bool) or not 1 <= rev <= 2**31 - 1):
         return "malformed", f"revision {shown(rev)} is not a revision number"
     if rec.get("supersedes") is not None and (not isinstance(rec["supersedes"], str)
-                                               or not MEMORY_ID_RE.match(rec["supersedes"])):
+                                               or not MEMORY_ID_RE.fullmatch(rec["supersedes"])):
         return "malformed", f"supersedes {shown(rec['supersedes'])} is not a memory id"
     sc = rec.get("source_commit")
-    if sc is not None and (not isinstance(sc, str) or not COMMIT_RE.match(sc)):
+    if sc is not None and (not isinstance(sc, str) or not COMMIT_RE.fullmatch(sc)):
         return "malformed", f"source_commit {shown(sc)} is not a commit id"
     if rec.get("legacy") is not None and not isinstance(rec["legacy"], bool):
         return "malformed", "legacy is not a boolean"
@@ -347,7 +347,7 @@ def read_file(file: str) -> tuple[str, int | None, list[tuple[int, dict[str, Any
             raise _bad(file, n, "not a memory record")
         problem = record_problem(rec)
         if problem:
-            mid = rec["id"] if MEMORY_ID_RE.match(str(rec.get("id"))) else shown(rec.get("id", "?"))
+            mid = rec["id"] if MEMORY_ID_RE.fullmatch(str(rec.get("id"))) else shown(rec.get("id", "?"))
             raise _bad(file, n, f"memory {mid}: {problem[1]}")
         if rec["kind"] != "durable":
             raise _bad(file, n, f"memory {rec['id']}: only durable memories are published")
