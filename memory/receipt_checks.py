@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import fields
 from typing import Any
 
@@ -32,7 +32,7 @@ from citegraph.graph.store import Home
 from citegraph.indexer import gitrepo
 from citegraph.indexer.blob_facts import facts_for_blob
 from citegraph.indexer.errors import CitegraphError
-from citegraph.indexer.extract import EXTRACTOR_VERSION, blake3_hex
+from citegraph.indexer.extract import EXTRACTOR_VERSION, FileFacts, blake3_hex
 from citegraph.indexer.languages import LANGUAGES, language_for_path
 from citegraph.memory.untrusted_json import lone_surrogate, shown
 from citegraph.validator.model import Receipt
@@ -258,6 +258,7 @@ class CommitSource:
         self.home = home
         self._by_id: dict[str, list[tuple[str, pygit2.Repository]]] = {}
         self._looked_up: set[str] = set()
+        self._facts: dict[tuple[str, str], FileFacts] = {}  # (blob id, language): one parse per blob
         explicit = paths is not None
         for p in (paths if explicit else ["."]):
             try:
@@ -277,7 +278,10 @@ class CommitSource:
     def _repos(self, repository_id: str) -> list[tuple[str, pygit2.Repository]]:
         if repository_id not in self._looked_up:
             self._looked_up.add(repository_id)
-            info = self.home.repo(repository_id).repo_info()  # data home files: not trusted
+            try:  # the data home's files are not trusted: a foreign repo.json is no clone
+                info = self.home.repo(repository_id).repo_info()
+            except (OSError, ValueError):
+                info = {}
             trees = info.get("worktrees") if isinstance(info, dict) else None
             for w in trees if isinstance(trees, list) else []:
                 if isinstance(w, str) and os.path.isdir(w):
@@ -301,7 +305,15 @@ class CommitSource:
             return f"capture commit {r['commit'][:12]} is not in the object database (fetch it)"
         if not isinstance(commit, pygit2.Commit):
             raise ReceiptMismatch(f"commit {r['commit'][:12]} is a {type(commit).__name__.lower()}, not a commit")
-        return _verify_in_commit(repo, commit, r)
+        return _verify_in_commit(repo, commit, r, self._extract)
+
+    def _extract(self, blob_id: str, language: str, data: bytes) -> FileFacts:
+        key = (blob_id, language)
+        if key not in self._facts:
+            if len(self._facts) >= 256:
+                self._facts.clear()
+            self._facts[key] = facts_for_blob(language, data, PARSE_TIMEOUT_S)[1]
+        return self._facts[key]
 
 
 def _lookup(repo: pygit2.Repository, oid: str) -> Any:
@@ -311,7 +323,8 @@ def _lookup(repo: pygit2.Repository, oid: str) -> Any:
         return None
 
 
-def _verify_in_commit(repo: pygit2.Repository, commit: pygit2.Commit, r: dict[str, Any]) -> str | None:
+def _verify_in_commit(repo: pygit2.Repository, commit: pygit2.Commit, r: dict[str, Any],
+                      extract: Callable[[str, str, bytes], FileFacts]) -> str | None:
     short, path = str(commit.id)[:12], r["path"]
     try:
         entry = commit.tree[path]
@@ -338,7 +351,7 @@ def _verify_in_commit(repo: pygit2.Repository, commit: pygit2.Commit, r: dict[st
     if r["kind"] == "span":
         _verify_span(data, r)
     elif r["kind"] == "symbol":
-        return _verify_symbol(data, r)
+        return _verify_symbol(data, r, extract)
     return None
 
 
@@ -354,7 +367,7 @@ def _verify_span(data: bytes, r: dict[str, Any]) -> None:
         raise ReceiptMismatch(f"first_line_hash {r['first_line_hash']} is not the hash of line {r['start_line']}")
 
 
-def _verify_symbol(data: bytes, r: dict[str, Any]) -> str | None:
+def _verify_symbol(data: bytes, r: dict[str, Any], extract: Callable[[str, str, bytes], FileFacts]) -> str | None:
     sb, eb = r["start_byte"], r["end_byte"]
     if eb > len(data):
         raise ReceiptMismatch(f"bytes {sb}-{eb} are beyond the end of the blob ({len(data)} bytes)")
@@ -367,7 +380,7 @@ def _verify_symbol(data: bytes, r: dict[str, Any]) -> str | None:
     if r["extractor_version"] != EXTRACTOR_VERSION or r["language"] not in LANGUAGES:
         return (f"symbol not re-extracted: captured by extractor {r['extractor_version']}, this citegraph runs "
                 f"{EXTRACTOR_VERSION} (blob, content and fragment bytes checked)")
-    _info, facts = facts_for_blob(r["language"], data, PARSE_TIMEOUT_S)
+    facts = extract(r["blob_id"], r["language"], data)
     if facts.status == "skipped" and facts.reason == "parse-timeout":
         return "symbol not re-extracted: the parse timed out (blob, content and fragment bytes checked)"
     key = (r["symbol_kind"], r["qualified_name"], r["ordinal"])

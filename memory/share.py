@@ -186,7 +186,7 @@ def publish(home: Home, out: str, project: str | None = None) -> PublishReport:
         if project:
             where, params = "project = ?", [project]
         mems = ms.load(where=where, params=params, order="project, topic, id")
-    records = []
+    records: list[bytes] = []
     for m in mems:
         if m.kind != "durable":
             report.skipped["handoff"] += 1
@@ -196,19 +196,18 @@ def publish(home: Home, out: str, project: str | None = None) -> PublishReport:
             continue
         rec = memory_record(m)
         problem = record_problem(rec)
-        size = len(_line(rec).encode("utf-8")) if problem is None else 0
-        if size > MAX_LINE_BYTES:  # cannot happen within the bounds above; never write what import refuses
-            problem = "too-large", f"the record is {size} bytes as JSON, more than {MAX_LINE_BYTES}"
+        line = _line(rec).encode("utf-8") if problem is None else b""
+        if len(line) > MAX_LINE_BYTES:  # cannot happen within the bounds above; never write what import refuses
+            problem = "too-large", f"the record is {len(line)} bytes as JSON, more than {MAX_LINE_BYTES}"
         if problem:
             report.refused.append(Refusal(m.id, *problem))
             continue
-        records.append(rec)
+        records.append(line)
         report.published.append(m.id)
     header = {"type": "header", "format": FORMAT, "format_version": FORMAT_VERSION,
               "exported_at": round(time.time(), 3), "project": project, "memories": len(records),
               "generator": f"citegraph {_version()}"}
-    lines = [_line(header)] + [_line(r) for r in records]
-    data = ("\n".join(lines) + "\n").encode("utf-8")
+    data = b"\n".join([_line(header).encode("utf-8"), *records]) + b"\n"
     if out == "-":
         sys.stdout.buffer.write(data)
         sys.stdout.flush()

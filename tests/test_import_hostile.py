@@ -247,6 +247,13 @@ def test_receipts_without_their_commit_are_kept_unverified(world, home, tmp_path
     assert {u["id"] for u in rep.unverified} == {c["id"] for c in world["record"]["citations"]}
     assert all("no clone of repository" in u["reason"] for u in rep.unverified)
 
+    # a foreign repo.json in the data home is no clone either (and no traceback)
+    garbled = Home.open(tmp_path / "garbled")
+    rs = garbled.repo(cite(world["record"], "file")["repository_id"])
+    rs.root.mkdir(parents=True)
+    (rs.root / "repo.json").write_bytes(b"\xff\xfe not json")
+    assert len(import_file(garbled, str(world["file"]), []).unverified) == 3
+
     # the same origin, but a clone that has not fetched the capture commit
     behind = make_repo("behind", remote=ORIGIN)
     behind.write("other.txt", "unrelated history\n")
@@ -315,6 +322,36 @@ def test_text_limit_at_capture_and_bulk_insert(home, run_cli):
         api.remember(home, "half \ud800 surrogate")
     assert "lone surrogate" in info.value.line()
     assert [m["topic"] for m in listing(run_cli)["memories"]] == ["fits"]
+
+
+def test_text_limit_over_mcp(home, run_cli, tmp_path):
+    """MCP's remember is a tool error with the CLI's line and code for a text over the limit."""
+    import sys
+
+    import anyio
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "citegraph.cli.main", "mcp"],
+                                   env={"CITEGRAPH_HOME": str(home.root), "PYTHONPATH": os.environ.get("PYTHONPATH", "")})
+    out = {}
+    cwd = str(tmp_path)
+
+    async def main():
+        with open(os.devnull, "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as s:
+                await s.initialize()
+                with anyio.fail_after(90):
+                    out["big"] = await s.call_tool("remember", {"callerCwd": cwd, "text": "m" * (MAX_TEXT_BYTES + 1)})
+                    out["fits"] = await s.call_tool("remember", {"callerCwd": cwd, "text": "m" * MAX_TEXT_BYTES})
+
+    anyio.run(main)
+    big = out["big"]
+    assert big.is_error and big.structured_content["error"]["code"] == 2
+    cli = run_cli("remember", "--text", "m" * (MAX_TEXT_BYTES + 1))
+    assert big.content[0].text == cli.stderr.strip() and "more than the limit" in cli.stderr
+    assert not out["fits"].is_error, out["fits"].content
+    assert [len(m["text"]) for m in listing(run_cli)["memories"]] == [MAX_TEXT_BYTES]
 
 
 def test_text_at_the_limit_round_trips(world, tmp_path):
