@@ -28,7 +28,10 @@ from citegraph.validator.model import Observation, Observed, Receipt
 
 MEMORY_SCHEMA_VERSION = 1
 LOCK_WAIT_S = 10.0
-NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,128}")  # used with fullmatch: "team\n" is no name
+# One limit on memory text for every way in (capture, MCP, import, import-legacy): a memory
+# is a claim, briefs show at most 480 characters of it, and 64 KiB still fits one argv word.
+MAX_TEXT_BYTES = 64 * 1024
 TOKEN_RE = re.compile(r"[A-Za-z0-9_]+")
 
 RECEIPT_FIELDS = [f.name for f in fields(Receipt)]
@@ -63,14 +66,32 @@ CREATE INDEX IF NOT EXISTS memories_project ON memories(project);
 
 
 def check_name(what: str, value: str) -> str:
-    if not NAME_RE.match(value or "") or set(value) == {"."}:
+    if not isinstance(value, str) or not NAME_RE.fullmatch(value) or set(value) == {"."}:
         raise CitegraphError(f"invalid {what} {value!r}",
                              "use letters, digits, _ - . (at most 128 characters, not only dots)",
                              code=2, kind="invalid-name")
     return value
 
 
-def check_text(what: str, value: str | None) -> None:
+def check_text(text: str) -> str:
+    """Non-empty, valid Unicode (no lone surrogate), at most MAX_TEXT_BYTES in UTF-8."""
+    if not isinstance(text, str) or not text.strip():
+        raise CitegraphError("memory text is empty", "pass --text with the claim to remember", code=2)
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise CitegraphError(f"memory text is not valid Unicode (lone surrogate at character {exc.start})",
+                             "pass the text as UTF-8", code=2, kind="invalid-text") from None
+    if "\0" in text:
+        raise CitegraphError("memory text holds a NUL character", "remove it", code=2, kind="invalid-text")
+    if size > MAX_TEXT_BYTES:
+        raise CitegraphError(f"memory text is {size} bytes, more than the limit of {MAX_TEXT_BYTES} bytes",
+                             "state the claim shortly and cite the code that backs it", code=2,
+                             kind="text-too-large")
+    return text
+
+
+def check_field(what: str, value: str | None) -> None:
     """Text the store keeps must be valid UTF-8 without NUL (a lone surrogate or NUL from an
     API or MCP caller is one clear error, not a database failure)."""
     if value is None:
@@ -206,16 +227,14 @@ class MemoryStore:
                  supersedes: str | None = None, legacy: bool = False, now: float | None = None
                  ) -> tuple[Memory, int]:
         """Create or revise the (project, topic) memory; returns (memory, citations cleared)."""
-        if not text or not text.strip():
-            raise CitegraphError("memory text is empty", "pass --text with the claim to remember", code=2)
-        check_text("memory text", text)
+        check_text(text)
         if kind not in ("durable", "handoff"):
             raise CitegraphError(f"invalid kind {kind!r}", "use durable or handoff", code=2)
         check_name("project", project)
         if topic is not None:
             check_name("topic", topic)
         for what, value in (("author", author), ("agent id", agent_id), ("session id", session_id)):
-            check_text(what, value)
+            check_field(what, value)
         receipts = receipts or []
         now = time.time() if now is None else now
         mid = memory_id_for(project, topic) if topic else "cgm_" + uuid.uuid4().hex[:16]
@@ -398,7 +417,8 @@ def bulk_insert(ms: MemoryStore, items: list[dict[str, Any]], now: float | None 
     for it in items:
         text, project = it["text"], it.get("project") or "default"
         kind = it.get("kind") or "durable"
-        if not text or not text.strip() or kind not in ("durable", "handoff"):
+        check_text(text)
+        if kind not in ("durable", "handoff"):
             raise CitegraphError("invalid memory in bulk insert", "check text and kind", code=2)
         check_name("project", project)
         topic = it.get("topic")
