@@ -18,6 +18,7 @@ import json
 import os
 import re
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -452,6 +453,22 @@ def _timeout(name: str, t: CallTimeout) -> ToolOutcome:
     return _failure(name, err)
 
 
+def store_conflict(exc: BaseException) -> bool:
+    """Whether ``exc`` is a clash of two calls of this process on the memory store that left
+    nothing written, so the call can simply run again: DuckDB refuses a read-only
+    connection while a read-write one is open in the same process (and the reverse), and
+    aborts one of two conflicting transactions. (The CLI never meets this: one command per
+    process, and the file lock makes other processes wait.)"""
+    import duckdb
+
+    for e in (exc, exc.__cause__, exc.__context__):
+        if isinstance(e, duckdb.TransactionException):
+            return True
+        if isinstance(e, duckdb.ConnectionException) and "different configuration" in str(e):
+            return True
+    return False
+
+
 class Dispatcher:
     """Runs tool calls for one server: arguments are checked on the event loop (cheap,
     pure); the work runs in a thread within bounds (``bounded_calls.Lanes``): one call at
@@ -483,8 +500,17 @@ class Dispatcher:
             return _failure(str(name), exc)
 
         def work() -> ToolOutcome:
-            data, text = spec.handler(self.home, args)
-            return ToolOutcome(False, json.loads(json.dumps(data, default=str)), text)
+            deadline = time.monotonic() + self.call_timeout
+            delay = 0.01
+            while True:
+                try:
+                    data, text = spec.handler(self.home, args)
+                    return ToolOutcome(False, json.loads(json.dumps(data, default=str)), text)
+                except Exception as exc:
+                    if not store_conflict(exc) or time.monotonic() + delay >= deadline:
+                        raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.2)
 
         try:
             return await self.lanes.run(keys, work, self.call_timeout)

@@ -83,6 +83,22 @@ def _sniff_id(raw: bytes) -> Any:
     return tok[1:-1] if tok.startswith('"') else int(tok)
 
 
+def _why_invalid(obj: dict[str, Any], exc: ValidationError) -> str:
+    """The validation errors of the message kind ``obj`` looks like (not of all four)."""
+    model = (types.JSONRPCRequest if "id" in obj else types.JSONRPCNotification) if "method" in obj else None
+    errors = exc.errors()
+    if model is not None:
+        try:
+            model.model_validate(obj, by_name=False)
+        except ValidationError as specific:
+            errors = specific.errors()
+        except RecursionError:
+            return "JSON nested too deeply"
+    else:
+        return "not a JSON-RPC 2.0 request or notification (no method)"
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'message'}: {e['msg']}" for e in errors[:3])
+
+
 def decode_line(raw: bytes) -> SessionMessage | None:
     """One line of the wire to a message; ``None`` for a blank line; raises ``_Reply``."""
     text = raw.decode("utf-8", "surrogateescape").strip()
@@ -105,8 +121,12 @@ def decode_line(raw: bytes) -> SessionMessage | None:
     except ValidationError as exc:
         if "method" not in obj and ("result" in obj or "error" in obj):
             return None  # a malformed response to us: JSON-RPC answers requests only
-        what = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'message'}: {e['msg']}" for e in exc.errors()[:3])
-        raise _Reply(types.INVALID_REQUEST, f"Invalid Request: {what}", _usable_id(obj.get("id"))) from None
+        raise _Reply(types.INVALID_REQUEST, f"Invalid Request: {_why_invalid(obj, exc)}",
+                     _usable_id(obj.get("id"))) from None
+    if isinstance(message, types.JSONRPCNotification) and "id" in obj:
+        # The SDK reads a request whose id is not a string or integer as a notification,
+        # which would leave its sender waiting for an answer forever.
+        raise _Reply(types.INVALID_REQUEST, "Invalid Request: id must be a string or an integer")
     return SessionMessage(message)
 
 
