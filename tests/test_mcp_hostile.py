@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import subprocess
 import sys
 import threading
@@ -502,23 +503,48 @@ def _valid_values(name: str, root: str) -> st.SearchStrategy:
 
 
 @st.composite
-def _arguments(draw, tool: str, root: str) -> dict:
+def _arguments(draw, tool: str, root: str) -> tuple[dict, str | None]:
     """Valid-looking arguments (so calls reach the tools' code, not only the argument
-    check), then usually one hostile change: a hostile value, an unknown argument, or a
-    required argument dropped."""
+    check), then usually one hostile change: a hostile value (its name is returned), an
+    unknown argument, or a required argument dropped."""
     spec = TOOLS[tool]
     args = {n: draw(_valid_values(n, root)) for n in spec.required}
     for n in spec.properties:
         if n not in spec.required and draw(st.booleans()):
             args[n] = draw(_valid_values(n, root))
-    mode = draw(st.integers(0, 9))
+    mode, hostile = draw(st.integers(0, 9)), None
     if 3 <= mode <= 7:
-        args[draw(st.sampled_from(sorted(spec.properties)))] = draw(hostile_values)
+        hostile = draw(st.sampled_from(sorted(spec.properties)))
+        args[hostile] = draw(hostile_values)
     elif mode == 8:
         args[draw(st.one_of(hostile_strings, st.sampled_from(["bogus", "\udc80"])))] = draw(hostile_values)
     elif mode == 9:
         args.pop(draw(st.sampled_from(spec.required)), None)
-    return args
+    return args, hostile
+
+
+def _bad_string(name: str, v: object) -> bool:
+    limit = max_text_bytes() if name in ("text", "task") else MAX_STRING_CHARS
+    return not isinstance(v, str) or bool(re.search("[\x00\ud800-\udfff]", v)) or len(v) > limit
+
+
+def plainly_invalid(tool: str, name: str, v: object) -> bool:
+    """An oracle independent of the server's checks: is ``v`` wrong for ``name``'s schema type?"""
+    if v is None:
+        return False  # null means "not given"
+    prop = TOOLS[tool].properties[name]
+    if prop["type"] == "string":
+        return _bad_string(name, v)
+    if prop["type"] == "array":
+        return (not isinstance(v, list) or len(v) > MAX_LIST_ITEMS
+                or any(_bad_string(name, item) for item in v))
+    if prop["type"] == "integer":
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            return True
+        if isinstance(v, float) and not v.is_integer():
+            return True
+        return not (prop.get("minimum", v) <= v <= prop.get("maximum", v))
+    return False
 
 
 def _store_rows(home) -> dict[str, list]:
@@ -538,8 +564,9 @@ def test_hostile_arguments_get_a_clear_error_or_a_result(tool, indexed, home):
 
     @settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                                      HealthCheck.data_too_large])
-    @given(args=_arguments(tool, root))
-    def check(args):
+    @given(drawn=_arguments(tool, root))
+    def check(drawn):
+        args, hostile = drawn
         before = _store_rows(home)
 
         async def main():
@@ -555,12 +582,54 @@ def test_hostile_arguments_get_a_clear_error_or_a_result(tool, indexed, home):
             assert err["message"] == out.text and out.text.startswith("citegraph: ") and "\n" not in out.text
             assert "Traceback" not in out.text
             assert _store_rows(home) == before  # a refused call stores nothing
-        else:
+        if hostile is not None and plainly_invalid(tool, hostile, args[hostile]):
+            assert out.is_error and out.data["error"]["kind"] == "invalid-argument", (hostile, out.text)
+        elif not out.is_error:
             assert RESULT_KEYS[tool] in out.data, out.data
             if tool != "remember":
                 assert _store_rows(home) == before
 
     check()
+
+
+HOSTILE_BY_TYPE = {
+    "string": ["\udc80", "a\x00b", "x\ud800", "\udfff" * 3, 10 ** 30, ["x"], {"a": 1}, True, 1.5, _nest(2000),
+               "y" * (1024 * 1024 * 50)],
+    "array": ["src/retry.py", [1], [["x"]], _nest(2000), ["docs/notes.md", "\udc80"], ["a\x00"],
+              ["r"] * (MAX_LIST_ITEMS + 1), ["y" * (1024 * 1024 * 50)], 10 ** 30, {"a": ["x"]}],
+    "integer": [10 ** 30, -10 ** 30, 10 ** 5000, float("inf"), float("-inf"), float("nan"), 1.5, "1000", True,
+                [1000], 10 ** 30 + 0.0],
+}
+
+
+def test_every_argument_refuses_every_hostile_value_by_name(indexed, home):
+    """Each argument of each tool, each hostile value of its type: one invalid-argument error
+    naming the argument, within the bound, nothing stored (50 MB strings included)."""
+    root = str(indexed.root)
+    ws.create(home, "ws", [root])
+    base = {"callerCwd": root, "text": "a claim", "task": "a task", "workset": "ws"}
+    before = _store_rows(home)
+    seen = 0
+
+    async def main() -> None:
+        nonlocal seen
+        dispatcher = Dispatcher(home, call_timeout=WIRE_TIMEOUT_S)
+        for tool, spec in TOOLS.items():
+            for name, prop in spec.properties.items():
+                for value in HOSTILE_BY_TYPE[prop["type"]]:
+                    args = {k: v for k, v in base.items() if k in spec.required} | {name: value}
+                    assert plainly_invalid(tool, name, value)
+                    with anyio.fail_after(WIRE_TIMEOUT_S):
+                        out = await dispatcher.call(tool, args)
+                    err = out.data["error"] if out.is_error else {}
+                    assert err.get("kind") == "invalid-argument" and err["code"] == 2, (tool, name, out.text[:200])
+                    assert name in out.text and "\n" not in out.text and len(out.text) < 400, out.text
+                    out.text.encode("utf-8")
+                    seen += 1
+
+    anyio.run(main)
+    assert seen > 200
+    assert _store_rows(home) == before
 
 
 def test_tool_schemas_publish_the_bounds():
