@@ -10,6 +10,12 @@ CLI's exit code. See docs/mcp.md.
 
 The server holds no database open between calls (every call opens and closes what it
 needs), so it never blocks builds, captures or other citegraph processes.
+
+Bounds (SPEC §12.1, docs/mcp.md): arguments are checked on the event loop before any work
+(``check_args``: one ``invalid-argument`` error naming the argument for NUL, lone
+surrogates, sizes, ranges, types); ``Dispatcher`` runs the work in threads, one call at a
+time per repository, each answered within a timeout, with a cap on the threads calls hold
+(``bounded_calls``); ``mcp_stdio`` frames the wire and answers lines the SDK cannot parse.
 """
 
 from __future__ import annotations
