@@ -73,7 +73,7 @@ class ToolSpec:
 
 # --- argument checking ---------------------------------------------------------------------
 # MCP arguments are untrusted (SPEC §12.1): any unicode, lone surrogates, NUL, huge numbers,
-# deep JSON. Each bad value is one usage error naming the argument, found before any work.
+# deep JSON. Each bad value is one usage error (code 2) naming the argument, found before any work.
 
 MAX_STRING_CHARS = 4096
 """Longest string argument other than the memory text (``text``) and the task (``task``)."""
@@ -100,13 +100,13 @@ def _invalid(what: str, todo: str) -> CitegraphError:
 
 
 def _shown(value: Any, limit: int = 60) -> str:
-    """A short, printable (ASCII-safe) rendering of an untrusted value for a message."""
+    """A short, printable rendering of an untrusted value for a message (valid UTF-8)."""
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10 ** 18:
         digits = len(str(abs(value))) if value.bit_length() < 4000 else None
         return f"(a {digits}-digit number)" if digits else "(a number of more than 1200 digits)"
     if isinstance(value, str) and len(value) > limit:
-        return ascii(value[:limit]) + "…"
-    text = ascii(value) if isinstance(value, str) else type(value).__name__
+        return repr(value[:limit]) + "…"  # repr escapes NUL, controls and lone surrogates
+    text = repr(value) if isinstance(value, str) else type(value).__name__
     return text[:limit + 2]
 
 
@@ -162,7 +162,7 @@ def check_args(spec: ToolSpec, args: dict[str, Any] | None) -> dict[str, Any]:
               or (t == "boolean" and isinstance(value, bool))
               or (t == "array" and isinstance(value, list)))
         if not ok:
-            shown = "a list of strings" if t == "array" else f"a {t}"
+            shown = {"array": "a list of strings", "integer": "an integer"}.get(t, f"a {t}")
             raise _invalid(f"{spec.name}: argument {name!r} must be {shown}, not {_type_name(value)}",
                            f"pass {name} as {shown}")
         if t == "string":
@@ -200,7 +200,7 @@ def caller_cwd(args: dict[str, Any], required: bool = True) -> str | None:
             raise _usage("missing argument 'callerCwd'", "pass the absolute path of the agent's working directory")
         return None
     if not os.path.isabs(cwd):
-        raise _usage(f"callerCwd {cwd!r} is not an absolute path",
+        raise _usage(f"callerCwd {_shown(cwd, 200)} is not an absolute path",
                      "pass the absolute path of the agent's working directory")
     if not os.path.isdir(cwd):
         raise CitegraphError(f"{cwd}: no such directory", "pass the absolute path of an existing directory",
