@@ -75,6 +75,16 @@ class CallTimeout(Exception):
         super().__init__(f"{stage} timeout after {seconds:g} s ({key})")
 
 
+class _Lane:
+    """One key's serialisation: a semaphore and how many calls hold or wait for it."""
+
+    __slots__ = ("sem", "users")
+
+    def __init__(self) -> None:
+        self.sem = anyio.Semaphore(1)
+        self.users = 0
+
+
 class Lanes:
     """Per-key serialisation with a deadline and a global thread cap (see the module doc)."""
 
@@ -83,14 +93,18 @@ class Lanes:
             raise ValueError("max_threads must be at least 1")
         self.max_threads = max_threads
         self._slots = anyio.Semaphore(max_threads)
-        self._lanes: dict[str, anyio.Semaphore] = {}
+        self._lanes: dict[str, _Lane] = {}
 
     def busy_threads(self) -> int:
         """Threads currently held by calls (running, or abandoned after their deadline)."""
         return self.max_threads - self._slots.value
 
+    def __len__(self) -> int:
+        """Keys with a call holding or waiting for their lane (idle keys are forgotten)."""
+        return len(self._lanes)
+
     def busy_keys(self) -> list[str]:
-        return sorted(k for k, sem in self._lanes.items() if sem.value == 0)
+        return sorted(k for k, lane in self._lanes.items() if lane.sem.value == 0)
 
     async def run(self, keys: Iterable[str], fn: Callable[[], T], timeout: float) -> T:
         """Run ``fn`` in a thread once every lane of ``keys`` and a slot are free.
@@ -99,16 +113,20 @@ class Lanes:
         Raises ``CallTimeout`` when ``timeout`` seconds pass first.
         """
         ordered = sorted(set(keys))
-        held: list[tuple[str, anyio.Semaphore]] = []
+        entered: list[tuple[str, _Lane]] = []  # lanes this call holds or waits for
+        acquired: list[_Lane] = []
         slot = [False]
         started = False
 
         def release() -> None:
-            for key, sem in held:
-                sem.release()
-                if sem.value == 1 and not sem.statistics().tasks_waiting and self._lanes.get(key) is sem:
-                    del self._lanes[key]  # nothing queued: forget the key (bounded memory)
-            held.clear()
+            for lane in acquired:
+                lane.sem.release()
+            acquired.clear()
+            for key, lane in entered:
+                lane.users -= 1
+                if lane.users == 0 and self._lanes.get(key) is lane:
+                    del self._lanes[key]  # nobody holds or waits: forget the key (bounded memory)
+            entered.clear()
             if slot[0]:
                 slot[0] = False
                 self._slots.release()
@@ -118,9 +136,11 @@ class Lanes:
             with anyio.move_on_after(timeout):
                 for key in ordered:
                     waiting_for = key
-                    sem = self._lanes.setdefault(key, anyio.Semaphore(1))
-                    await sem.acquire()
-                    held.append((key, sem))
+                    lane = self._lanes.get(key) or self._lanes.setdefault(key, _Lane())
+                    lane.users += 1
+                    entered.append((key, lane))
+                    await lane.sem.acquire()
+                    acquired.append(lane)
                 stage, waiting_for = "slot", None
                 await self._slots.acquire()
                 slot[0] = True

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.memory import workset as ws
 from citegraph.memory.store import MemoryStore
+from citegraph.server.bounded_calls import Lanes
 from citegraph.server.mcp_server import (
     MAX_LIST_ITEMS,
     MAX_STRING_CHARS,
@@ -356,6 +357,49 @@ def test_thread_cap_bounds_stuck_calls(make_repo, home):
     assert "all 2 worker threads are busy" in out["c"].text
     assert out["entered"] == repos[:2]
     assert out["c2"].data == {"served": repos[2]}
+
+
+def test_lanes_serialise_each_key_run_keys_in_parallel_and_forget_idle_keys():
+    lanes = Lanes(max_threads=4)
+    lock = threading.Lock()
+    active: dict[str, int] = {}
+    peak: dict[str, int] = {}
+    started = {k: threading.Event() for k in "ab"}
+
+    def work(key: str) -> bool:
+        with lock:
+            active[key] = active.get(key, 0) + 1
+            peak[key] = max(peak.get(key, 0), active[key])
+        started[key].set()
+        # a and b each wait for the other to have started: only parallel lanes finish.
+        met = started["b" if key == "a" else "a"].wait(WIRE_TIMEOUT_S)
+        time.sleep(0.01)
+        with lock:
+            active[key] -= 1
+        return met
+
+    results: list[bool] = []
+
+    async def main() -> None:
+        async def one(key: str) -> None:
+            results.append(await lanes.run([key], lambda: work(key), WIRE_TIMEOUT_S))
+
+        async with anyio.create_task_group() as tg:
+            for i in range(8):
+                tg.start_soon(one, "ab"[i % 2])
+        # A call cancelled while it waits for a lane leaves nothing behind.
+        gate = threading.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lanes.run, ["c"], lambda: gate.wait(WIRE_TIMEOUT_S), WIRE_TIMEOUT_S)
+            await _until(lambda: lanes.busy_threads() == 1)
+            with anyio.move_on_after(0.2):
+                await lanes.run(["c"], lambda: None, WIRE_TIMEOUT_S)
+            gate.set()
+        await _until(lambda: lanes.busy_threads() == 0)
+
+    anyio.run(main)
+    assert results == [True] * 8 and peak == {"a": 1, "b": 1}
+    assert len(lanes) == 0 and lanes.busy_keys() == []
 
 
 def test_handler_bugs_and_os_timeouts_are_one_line_errors(make_repo, home):
