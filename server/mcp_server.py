@@ -459,16 +459,21 @@ def _timeout(name: str, t: CallTimeout) -> ToolOutcome:
     return _failure(name, err)
 
 
+STORE_RETRIES = 50
+"""Most runs of one call that clash with another call on the memory store (within its timeout)."""
+
+
 def store_conflict(exc: BaseException) -> bool:
     """Whether ``exc`` is a clash of two calls of this process on the memory store that left
     nothing written, so the call can simply run again: DuckDB refuses a read-only
-    connection while a read-write one is open in the same process (and the reverse), and
-    aborts one of two conflicting transactions. (The CLI never meets this: one command per
+    connection while a read-write one is open in the same process (and the reverse),
+    aborts one of two conflicting transactions, and two first uses of a new store race on
+    its schema row (a duplicate-key error). (The CLI never meets these: one command per
     process, and the file lock makes other processes wait.)"""
     import duckdb
 
     for e in (exc, exc.__cause__, exc.__context__):
-        if isinstance(e, duckdb.TransactionException):
+        if isinstance(e, duckdb.TransactionException | duckdb.ConstraintException):
             return True
         if isinstance(e, duckdb.ConnectionException) and "different configuration" in str(e):
             return True
@@ -507,16 +512,16 @@ class Dispatcher:
 
         def work() -> ToolOutcome:
             deadline = time.monotonic() + self.call_timeout
-            delay = 0.01
+            delay, runs = 0.01, 1
             while True:
                 try:
                     data, text = spec.handler(self.home, args)
                     return ToolOutcome(False, json.loads(json.dumps(data, default=str)), text)
                 except Exception as exc:
-                    if not store_conflict(exc) or time.monotonic() + delay >= deadline:
+                    if not store_conflict(exc) or runs >= STORE_RETRIES or time.monotonic() + delay >= deadline:
                         raise
                 time.sleep(delay)
-                delay = min(delay * 2, 0.2)
+                delay, runs = min(delay * 2, 0.2), runs + 1
 
         try:
             return await self.lanes.run(keys, work, self.call_timeout)

@@ -460,6 +460,28 @@ def test_concurrent_calls_on_two_repositories_share_the_store(make_repo, home):
         assert ms.con.execute("SELECT count(*) FROM memories").fetchall()[0][0] == 6
 
 
+def test_store_clashes_are_recognised_and_nothing_else():
+    import duckdb
+
+    from citegraph.indexer.errors import CitegraphError
+    from citegraph.server.mcp_server import store_conflict
+
+    def wrapped(cause: BaseException) -> CitegraphError:
+        try:
+            raise CitegraphError("memory store unreadable", code=3) from cause
+        except CitegraphError as err:
+            return err
+
+    mode = duckdb.ConnectionException("Connection Error: Can't open a connection to same database file with a "
+                                      "different configuration than existing connections")
+    assert store_conflict(wrapped(mode))  # as MemoryStore.open reports it
+    assert store_conflict(duckdb.TransactionException("Catalog write-write conflict"))
+    assert store_conflict(duckdb.ConstraintException('Duplicate key "key: schema_version"'))
+    assert not store_conflict(wrapped(duckdb.ConnectionException("Connection Error: something else")))
+    assert not store_conflict(CitegraphError("no exact-current snapshot", code=1, retryable=True))
+    assert not store_conflict(ValueError("bug"))
+
+
 def test_fifo_in_one_repository_does_not_block_another(raw_server, make_repo, home):
     """A FIFO in place of a tracked file made reads of that repository hang. Whether or not
     the read itself is fixed, the call is answered within the bound and the other
