@@ -9,11 +9,13 @@ bounded time and then reported as a retryable error.
 from __future__ import annotations
 
 import json
+import os
 import re
+import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -162,14 +164,38 @@ class MemoryStore:
     @classmethod
     @contextmanager
     def open(cls, home: Home, read_only: bool = False, wait_s: float = LOCK_WAIT_S) -> Iterator[MemoryStore]:
-        path = home.memory_db
-        if read_only and not path.exists():
-            read_only = False  # first use creates it
+        """A short-lived view of the store: a cursor on this process's connection to it.
+
+        Between processes, DuckDB's file lock decides (a busy store is retried, then a
+        retryable error). Inside one process (the service, the MCP server) every call
+        shares one connection — DuckDB refuses a second connection of another mode to the
+        same file — opened by the first call and closed by the last: read-only calls run
+        side by side, a read-write call waits for the read-only connection to drain, and
+        read-write calls run one at a time (no write-write conflicts)."""
+        gate = _gate(home.memory_db)
+        want_rw = not read_only or not home.memory_db.exists()  # first use creates it
         deadline = time.monotonic() + wait_s
+        if want_rw and not gate.writer.acquire(timeout=max(wait_s, 0.001)):
+            raise CitegraphError("the memory store is busy (another call of this process writes to it)",
+                                 "retry in a moment", code=1, retryable=True, kind="busy")
+        try:
+            con = gate.enter(want_rw, deadline, lambda rw: cls._connect(home, rw, deadline))
+            try:
+                yield cls(con)
+            finally:
+                con.close()
+                gate.leave()
+        finally:
+            if want_rw:
+                gate.writer.release()
+
+    @classmethod
+    def _connect(cls, home: Home, read_write: bool, deadline: float) -> duckdb.DuckDBPyConnection:
+        path = home.memory_db
         delay = 0.005
         while True:
             try:
-                con = duckdb.connect(str(path), read_only=read_only)
+                con = duckdb.connect(str(path), read_only=not read_write)
                 break
             except duckdb.IOException as exc:
                 if "lock" not in str(exc).lower() and "conflicting" not in str(exc).lower():
@@ -185,13 +211,14 @@ class MemoryStore:
                                      "move the file aside or choose another --home", code=3) from exc
         try:
             store = cls(con)
-            if not read_only:
+            if read_write:
                 store._migrate()
             else:
                 store._check_version()
-            yield store
-        finally:
+        except BaseException:
             con.close()
+            raise
+        return con
 
     # --- schema ----------------------------------------------------------------------------
 
@@ -398,6 +425,59 @@ class MemoryStore:
             pass  # a cache: a read-only or busy store simply does not remember
         finally:
             self.con.unregister("_obs")
+
+
+class _Gate:
+    """This process's one connection to one memory-store file (see MemoryStore.open)."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.writer = threading.RLock()  # read-write calls, one at a time (a thread may nest)
+        self.con: duckdb.DuckDBPyConnection | None = None
+        self.read_write = False
+        self.users = 0
+
+    def enter(self, want_rw: bool, deadline: float,
+              connect: Callable[[bool], duckdb.DuckDBPyConnection]) -> duckdb.DuckDBPyConnection:
+        with self.cond:
+            while want_rw and self.con is not None and not self.read_write:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise CitegraphError("the memory store is busy (reads of this process hold it)",
+                                         "retry in a moment", code=1, retryable=True, kind="busy")
+                self.cond.wait(min(left, 0.05))
+            if self.con is None:
+                self.con = connect(want_rw)
+                self.read_write = want_rw
+            self.users += 1
+            return self.con.cursor()
+
+    def leave(self) -> None:
+        with self.cond:
+            self.users -= 1
+            if self.users == 0 and self.con is not None:
+                self.con.close()
+                self.con = None
+                self.read_write = False
+            self.cond.notify_all()
+
+
+_GATES: dict[str, _Gate] = {}
+_GATES_LOCK = threading.Lock()
+
+
+def _gate(path: Any) -> _Gate:
+    key = os.path.realpath(str(path))
+    with _GATES_LOCK:
+        if key not in _GATES or _GATES_PID[0] != os.getpid():
+            if _GATES_PID[0] != os.getpid():
+                _GATES.clear()
+                _GATES_PID[0] = os.getpid()
+            _GATES[key] = _Gate()
+        return _GATES[key]
+
+
+_GATES_PID = [0]
 
 
 def bulk_insert(ms: MemoryStore, items: list[dict[str, Any]], now: float | None = None) -> list[str]:
