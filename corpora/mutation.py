@@ -66,11 +66,12 @@ NAME_SWAP = {"max": "min", "min": "max", "any": "all", "all": "any"}
 FRESH_SWAP = {"fresh": "stale", "stale": "fresh", "unknown": "fresh"}
 FRESHNESS_FUNCS = {"freshness", "legacy_freshness"}
 
-CORPUS_SUBSET = (  # --corpus subset: a quick sample touching every decision table
+CORPUS_SUBSET = (  # --corpus subset: a quick sample touching every decision table and row
     "move_python", "deletion_python", "duplicate_copies_python", "ambiguous_successor_javascript",
     "coverage_partial_delete_python", "coverage_skipped_python", "stale_snapshot_python",
     "collision_fork_go", "extractor_changed_python", "legacy_python", "dirty_overlay_python",
     "duplicate_in_file_go", "rename_python", "body_change_go", "path_reuse_shim_python",
+    "racing_validate_python", "collision_worktree_typescript",
 )
 
 ROOT = Path(__file__).resolve().parent.parent

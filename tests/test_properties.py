@@ -82,6 +82,19 @@ def test_aggregation_is_monotone(outcomes, extra):
     assert d.SEVERITY[d.precise_status([*outcomes, extra])] >= d.SEVERITY[d.precise_status(outcomes)]
 
 
+@given(st.lists(st.tuples(st.sampled_from(OUTCOMES), st.sampled_from(list(d.Reason))), min_size=1, max_size=8))
+def test_memory_reason_aggregation(pairs):
+    """A memory is unknown exactly when it names why: the reasons of its unknown
+    citations, each once, in a stable order; fresh and stale memories name none."""
+    obs = [Observation(f"c{i}", o, r if o == "unknown" else None) for i, (o, r) in enumerate(pairs)]
+    reason = d.memory_reason(obs)
+    if d.freshness([o.outcome for o in obs]) == "unknown":
+        assert reason == ",".join(sorted({o.reason for o in obs if o.outcome == "unknown"}))
+    else:
+        assert reason is None
+    assert d.memory_reason(list(reversed(obs))) == reason
+
+
 def test_aggregation_of_nothing():
     assert d.precise_status([]) is None
     assert d.freshness([]) == "unknown"
