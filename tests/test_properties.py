@@ -117,9 +117,9 @@ route_facts = st.tuples(st.booleans(), st.booleans(), st.integers(0, 3), st.inte
 
 
 def _facts(well_formed, within, members, read, states, current):
-    read = min(read, members)
+    read = min(read, members)  # facts a scope can produce: 1 ≤ states ≤ read when read
     return dict(well_formed=well_formed, within_bounds=within, members=members, read=read,
-                states=min(states, read) if read else 0, current=current)
+                states=max(1, min(states, read)) if read else 0, current=current)
 
 
 @given(st.sampled_from(["file", "span", "symbol"]), route_facts)
