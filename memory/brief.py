@@ -35,6 +35,7 @@ from citegraph.graph.current import StateSource
 from citegraph.graph.store import Home
 from citegraph.indexer.errors import CitegraphError
 from citegraph.memory.api import to_inputs
+from citegraph.memory.brief_bounds import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
 from citegraph.memory.observation_cache import StoreCache
 from citegraph.memory.recall import MAX_CANDIDATES, Candidate, recall, task_patterns
 from citegraph.memory.store import Memory, MemoryStore, check_name
@@ -43,9 +44,6 @@ from citegraph.validator import pipeline
 from citegraph.validator.decisions import Reason
 from citegraph.validator.model import MemoryVerdict, Receipt
 
-MIN_BUDGET = 800
-MAX_BUDGET = 1500
-DEFAULT_BUDGET = 1250
 MAX_CITATIONS = 96
 MAX_REPOSITORIES = 32
 EXCERPT_CAPS = (480, 320, 200, 120, 72, 40)

@@ -136,7 +136,7 @@ def brief(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
     res = api.brief(svc.home, _str(args, "task") or "", project=_str(args, "project"), workset=_str(args, "workset"),
                     code_refs=_strs(args, "code_refs") or [], budget_tokens=budget,
                     repo_paths=_strs(args, "repo_paths"), source=svc.source(wait_s=_wait(args, READ_WAIT_S)))
-    return {"json": res.to_json(), "text": res.to_text()}
+    return {"json_text": res.json_text, "text": res.text}
 
 
 HANDLERS = {"ping": ping, "register": register, "status": status, "index": index, "symbols": symbols,

@@ -46,7 +46,7 @@ def not_current_error(cur: CurrentState) -> CitegraphError:
     what = "dirty worktree" if cur.dirty else f"commit {cur.head[:12]}"
     return CitegraphError(
         f"no exact-current snapshot for {what} (snapshot {state}); nothing was stored",
-        "run `citegraph index` (or keep `citegraph watch` running), then retry",
+        "run `citegraph index`, or keep `citegraph serve` running (it builds every change), then retry",
         code=1, retryable=True, kind=str(Reason.NOT_CURRENT))
 
 
