@@ -87,7 +87,7 @@ def check_text(text: str) -> str:
     if "\0" in text:
         raise CitegraphError("memory text holds a NUL character", "remove it", code=2, kind="invalid-text")
     if size > MAX_TEXT_BYTES:
-        raise CitegraphError(f"memory text is {size} bytes, more than the limit of {MAX_TEXT_BYTES} bytes",
+        raise CitegraphError(f"memory text is too long: {size} bytes, more than the limit of {MAX_TEXT_BYTES} bytes",
                              "state the claim shortly and cite the code that backs it", code=2,
                              kind="text-too-large")
     return text

@@ -425,18 +425,22 @@ class Endpoint:
         self.thread.start()
 
     def close(self) -> None:
+        """Stop answering and remove what this endpoint created (nothing, if it never got
+        the lock: another service's socket and record stay untouched)."""
+        if self._lock_fd is None:
+            return
         if self.server is not None:
             self.server.shutdown()
             self.server.server_close()
+            self.server = None
         with contextlib.suppress(OSError):
             rec = json.loads((self.dir / "service.json").read_text())
             if rec.get("pid") == os.getpid():
                 (self.dir / "service.json").unlink()
         with contextlib.suppress(OSError):
             self.path.unlink()
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        os.close(self._lock_fd)
+        self._lock_fd = None
 
     def _serve_connection(self, h: socketserver.StreamRequestHandler) -> None:
         uid = _peer_uid(h.connection)
