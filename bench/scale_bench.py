@@ -380,6 +380,7 @@ class Bench:
         self.py = sys.executable
         self.figures: dict[str, Any] = {}
         self.sizes: dict[str, list[int]] = {}
+        self.min_writes: dict[str, list[int]] = {}  # bytes the floor wrote, per figure
         self.edit_no = 0
         self._candidates: list[str] | None = None
         self.floor_dir = home.parent / "floor-out"
@@ -488,12 +489,13 @@ class Bench:
             r = build_snapshot(self.clone, home, rev=new)
             took = time.perf_counter() - t0
             t0 = time.perf_counter()
-            commit_floor(str(self.clone), old, new, self.floor_dir)
+            fres = commit_floor(str(self.clone), old, new, self.floor_dir)
             floor = time.perf_counter() - t0
             if i == 0:
                 continue  # warm-up: compiles the tags query of the edited language once
             warm.values.append(took)
             warm.floors.append(floor)
+            self.min_writes.setdefault("commit", []).append(fres["write_bytes"])
             self.record_size("commit", r.to_json())
         self.figures["commit_warm"] = warm.summary()
         for form in ("rev", "worktree"):
@@ -502,8 +504,9 @@ class Bench:
             for _ in range(self.replay):
                 old, new = self.commit_one()
                 run, res = self.index("--rev", new) if form == "rev" else self.index()
-                frun, _ = self.floor("commit", str(self.clone), "--old", old, "--new", new, "--out",
-                                     str(self.floor_dir), *(["--status"] if form == "worktree" else []))
+                frun, fres = self.floor("commit", str(self.clone), "--old", old, "--new", new, "--out",
+                                        str(self.floor_dir), *(["--status"] if form == "worktree" else []))
+                self.min_writes.setdefault("commit", []).append(fres["write_bytes"])
                 series.values.append(run.wall)
                 series.floors.append(frun.wall)
                 series.add_extra("peak_rss_mib", run.max_rss_mib)
@@ -524,7 +527,8 @@ class Bench:
                 run, res = self.index()
                 if not res.get("dirty"):
                     raise BenchError(f"edit of {path} did not produce an overlay snapshot")
-                frun, _ = self.floor("dirty", str(self.clone), "--out", str(self.floor_dir))
+                frun, fres = self.floor("dirty", str(self.clone), "--out", str(self.floor_dir))
+                self.min_writes.setdefault("dirty", []).append(fres["write_bytes"])
             finally:
                 full.write_bytes(old)
             series.values.append(run.wall)
@@ -566,8 +570,9 @@ class Bench:
             git(self.clone, "checkout", "-q", name)
             there.add_extra("checkout_seconds", time.perf_counter() - t0)
             run, res = self.index()
-            frun, _ = self.floor("commit", str(self.clone), "--old", str(base.id), "--new", name, "--out",
-                                 str(self.floor_dir), "--status")
+            frun, fres = self.floor("commit", str(self.clone), "--old", str(base.id), "--new", name, "--out",
+                                    str(self.floor_dir), "--status")
+            self.min_writes.setdefault("switch", []).append(fres["write_bytes"])
             there.values.append(run.wall)
             there.floors.append(frun.wall)
             self.record_size("switch", res)
@@ -595,12 +600,12 @@ class Bench:
         con.execute("CHECKPOINT")
         con.close()
         out: dict[str, Any] = {"empty_snapshot_file_bytes": empty.stat().st_size}
-        floor_file = self.floor_dir / "floor.bin"
-        if floor_file.exists():
-            out["last_minimum_write_bytes"] = floor_file.stat().st_size
         for key, sizes in sorted(self.sizes.items()):
             s = sorted(sizes)
             out[key] = {"n": len(s), "p50_bytes": s[len(s) // 2], "max_bytes": s[-1]}
+            w = sorted(self.min_writes.get(key.split("_")[0], []))
+            if w:
+                out[key]["floor_min_write_p50_bytes"] = w[len(w) // 2]
         facts = list(self.home.glob("repos/*/facts.duckdb"))
         out["facts_bytes"] = sum(f.stat().st_size for f in facts)
         out["home_bytes"] = sum(p.stat().st_size for p in self.home.rglob("*") if p.is_file())
@@ -676,10 +681,12 @@ def render(report: dict[str, Any]) -> str:
         st = f["storage"]
         for key, v in st.items():
             if isinstance(v, dict):
+                mw = v.get("floor_min_write_p50_bytes")
                 rows.append((f"snapshot bytes, {key} (p50 / max, n={v['n']})",
                              f"{v['p50_bytes'] / 1024:.0f} / {v['max_bytes'] / 1024:.0f} KiB",
-                             f"{st.get('last_minimum_write_bytes', 0) / 1024:.1f} KiB min write; "
-                             f"{st['empty_snapshot_file_bytes'] / 1024:.0f} KiB empty file", ""))
+                             (f"{mw / 1024:.1f} KiB min write; " if mw else "") +
+                             f"{st['empty_snapshot_file_bytes'] / 1024:.0f} KiB empty file",
+                             f"{v['p50_bytes'] / mw:.0f}×" if mw else ""))
         rows.append(("facts cache / data home", f"{st['facts_bytes'] / 2**20:.1f} / {st['home_bytes'] / 2**20:.1f} MiB",
                      f"{st['snapshots']} snapshots", ""))
     if "ctags" in f:
