@@ -654,7 +654,8 @@ class Bench:
 def render(report: dict[str, Any]) -> str:
     f = report["figures"]
     lines = [f"scale_bench {report['date']} — {report['repository']} ({report.get('files', '?')} files)",
-             f"clone + checkout {report['clone_seconds']:.1f} s; work dir {report['work_dir']}", ""]
+             f"clone + checkout {report['clone_seconds']:.1f} s; work dir {report['work_dir']}; load average "
+             f"{report.get('load_average_start')} → {report.get('load_average_end')} (1/5/15 min)", ""]
     rows: list[tuple[str, str, str, str]] = []
     if "cold" in f:
         c = f["cold"]
@@ -750,7 +751,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise BenchError(f"unknown figure(s) {','.join(bad)}; choose from {','.join(FIGURES)}")
     if args.replay < 1 and set(figures) & {"commit", "dirty", "switch"}:
         raise BenchError("--replay must be at least 1 for the commit, dirty and switch figures")
-    report: dict[str, Any] = {"date": dt.date.today().isoformat(), "machine": f"{os.cpu_count()} cores"}
+    report: dict[str, Any] = {"date": dt.date.today().isoformat(), "machine": f"{os.cpu_count()} cores",
+                              "load_average_start": [round(x, 2) for x in os.getloadavg()]}
     if args.generate:
         from citegraph.bench.monorepo import GenerateError, generate_repo
 
@@ -800,6 +802,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if "storage" in figures:
             bench.storage()
         report["figures"] = bench.figures
+        report["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
