@@ -129,7 +129,8 @@ class _TreeSampler:
     def _run(self) -> None:
         while not self._stop.is_set():
             kids = _children_map()
-            todo, total = list(self.roots), 0
+            todo = [k for r in self.roots for k in kids.get(r, ())]  # below the launchers
+            total = 0
             while todo:
                 pid = todo.pop()
                 total += _rss_kib(pid)
@@ -142,33 +143,63 @@ class _TreeSampler:
         self._thread.join()
 
 
+# A tiny launcher forks the measured command: its wait4 figures are then the command's own.
+# (A command started straight from this process inherits this process's RSS high-water
+# mark through vfork + exec, which would inflate ru_maxrss once this process is large.)
+_LAUNCHER = """
+import json, os, sys, time
+out, cmd = sys.argv[1], sys.argv[2:]
+t0 = time.clock_gettime(time.CLOCK_MONOTONIC)
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(cmd[0], cmd)
+    finally:
+        os._exit(127)
+_, status, ru = os.wait4(pid, 0)
+t1 = time.clock_gettime(time.CLOCK_MONOTONIC)
+code = os.waitstatus_to_exitcode(status)
+with open(out, "w") as fh:
+    json.dump({"start": t0, "end": t1, "cpu": ru.ru_utime + ru.ru_stime, "maxrss_kib": ru.ru_maxrss,
+               "code": code}, fh)
+sys.exit(code if 0 <= code < 256 else 1)
+"""
+
+
 def run_measured(cmds: Sequence[Sequence[str]], env: dict[str, str] | None = None, cwd: str | None = None,
                  sample: bool = True, check: bool = True) -> ProcRun:
-    """Run the commands side by side; wall until the last exits, CPU and RSS from wait4."""
+    """Run the commands side by side; wall from the first start to the last exit, CPU and
+    the largest process's peak RSS from wait4 (reaped descendants included)."""
     outs = [tempfile.TemporaryFile() for _ in cmds]
     errs = [tempfile.TemporaryFile() for _ in cmds]
-    t0 = time.perf_counter()
-    procs = [subprocess.Popen(list(c), stdout=o, stderr=e, env=env, cwd=cwd) for c, o, e in zip(cmds, outs, errs, strict=True)]
+    stats = [tempfile.NamedTemporaryFile(suffix=".json", delete=False) for _ in cmds]
+    for st in stats:
+        st.close()
+    procs = [subprocess.Popen([sys.executable, "-I", "-S", "-c", _LAUNCHER, st.name, *c], stdout=o, stderr=e,
+                              env=env, cwd=cwd) for c, o, e, st in zip(cmds, outs, errs, stats, strict=True)]
     sampler = _TreeSampler([p.pid for p in procs]) if sample else None
-    cpu = max_rss = 0.0
-    code = 0
     for p in procs:
-        _, status, ru = os.wait4(p.pid, 0)
-        p.returncode = os.waitstatus_to_exitcode(status)
-        code = code or p.returncode
-        cpu += ru.ru_utime + ru.ru_stime
-        max_rss = max(max_rss, ru.ru_maxrss / 1024)
-    wall = time.perf_counter() - t0
+        p.wait()
     tree = sampler.peak_kib / 1024 if sampler else 0.0
     if sampler:
         sampler.stop()
+    figures = []
+    for st in stats:
+        try:
+            figures.append(json.loads(Path(st.name).read_text()))
+        except (OSError, ValueError):
+            figures.append({"start": 0.0, "end": 0.0, "cpu": 0.0, "maxrss_kib": 0, "code": 127})
+        Path(st.name).unlink(missing_ok=True)
+    code = next((f["code"] for f in figures if f["code"]), 0) or next((p.returncode for p in procs if p.returncode), 0)
+    wall = max(f["end"] for f in figures) - min(f["start"] for f in figures)
+    max_rss = max(f["maxrss_kib"] for f in figures) / 1024
     texts = []
     for fh in (*outs, *errs):
         fh.seek(0)
         texts.append(fh.read().decode(errors="replace"))
         fh.close()
-    run = ProcRun(wall, cpu, max_rss, max(tree, max_rss), code, "".join(texts[:len(cmds)]),
-                  "".join(texts[len(cmds):]))
+    run = ProcRun(wall, sum(f["cpu"] for f in figures), max_rss, max(tree, max_rss), code,
+                  "".join(texts[:len(cmds)]), "".join(texts[len(cmds):]))
     if check and code != 0:
         last = run.stderr.strip().splitlines()
         raise BenchError(f"{' '.join(cmds[0][:4])}… exited {code}: {last[-1] if last else 'no message'}")
