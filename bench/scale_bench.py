@@ -483,28 +483,55 @@ class Bench:
         return old_head, self.head()
 
     # figures
-    def cold(self) -> None:
+    def cold(self, runs: int = 1) -> None:
+        """Floor and cold build, alternated ``runs`` times (each pair close in time, so load
+        from other users of the machine hits both alike); medians are reported."""
         head = self.head()
-        self.log(f"cold floor: parse+query over the blobs of {head[:12]} on {self.jobs} processes")
-        frun, floor = self.floor("cold", str(self.clone), "--rev", head, "--jobs", str(self.jobs))
-        self.log(f"cold floor {floor['seconds']:.1f} s; cold index …")
-        run, res = self.index("--rev", head)
+        pairs = []
+        for k in range(runs):
+            self.log(f"cold floor {k + 1}/{runs}: parse+query over the blobs of {head[:12]} on {self.jobs} processes")
+            frun, floor = self.floor("cold", str(self.clone), "--rev", head, "--jobs", str(self.jobs))
+            self.log(f"cold floor {floor['seconds']:.1f} s; cold index {k + 1}/{runs} …")
+            home = self.home if k == runs - 1 else self.home.parent / f"cold-home-{k}"
+            env = {**self.env, "CITEGRAPH_HOME": str(home)}
+            run = run_measured([[self.py, "-m", "citegraph.cli.main", "index", str(self.clone), "--json",
+                                 "--quiet", "--rev", head]], env=env)
+            res = json.loads(run.stdout)
+            if home != self.home:
+                shutil.rmtree(home, ignore_errors=True)
+            self.log(f"cold {run.wall:.1f} s, peak RSS {run.max_rss_mib:.0f} MiB")
+            pairs.append((run, frun, floor, res))
+        run, frun, floor, res = pairs[-1]
         self.record_size("cold", res)
+
+        def med(xs: list[float]) -> float:
+            return statistics.median(xs)
+
+        walls = [p[0].wall for p in pairs]
+        fsecs = [p[2]["seconds"] for p in pairs]
+        rss = max(p[0].max_rss_mib for p in pairs)
+        frss = max(p[1].max_rss_mib for p in pairs)
+        tree = max(p[0].tree_rss_mib for p in pairs)
+        ftree = max(p[1].tree_rss_mib for p in pairs)
+        cpu = med([p[0].cpu for p in pairs])
+        fcpu = med([p[1].cpu for p in pairs])
         self.figures["cold"] = {
-            "files": res["files"], "symbols": res["symbols"],
-            "seconds": round(run.wall, 2), "build_seconds": res.get("seconds"),
-            "floor_seconds": round(floor["seconds"], 2), "floor_process_seconds": round(frun.wall, 2),
-            "ratio": round(run.wall / floor["seconds"], 2),
+            "files": res["files"], "symbols": res["symbols"], "runs": runs,
+            "seconds": round(med(walls), 2), "build_seconds": res.get("seconds"),
+            "floor_seconds": round(med(fsecs), 2), "floor_process_seconds": round(med([p[1].wall for p in pairs]), 2),
+            "ratio": round(med([w / f for w, f in zip(walls, fsecs, strict=True)]), 2),
+            "pairs": [{"seconds": round(w, 2), "floor_seconds": round(f, 2), "ratio": round(w / f, 2)}
+                      for w, f in zip(walls, fsecs, strict=True)],
             "floor_blobs": floor["blobs"], "floor_mb": round(floor["bytes"] / 1e6, 1),
-            "peak_rss_mib": round(run.max_rss_mib, 1), "tree_rss_mib": round(run.tree_rss_mib, 1),
-            "floor_peak_rss_mib": round(frun.max_rss_mib, 1), "floor_tree_rss_mib": round(frun.tree_rss_mib, 1),
-            "rss_ratio": round(run.max_rss_mib / frun.max_rss_mib, 2) if frun.max_rss_mib else None,
-            "tree_rss_ratio": round(run.tree_rss_mib / frun.tree_rss_mib, 2) if frun.tree_rss_mib else None,
-            "cpu_seconds": round(run.cpu, 1), "cpu_cores": round(run.cores, 2),
-            "floor_cpu_seconds": round(frun.cpu, 1), "floor_cpu_cores": round(frun.cores, 2),
-            "cpu_ratio": round(run.cpu / frun.cpu, 2) if frun.cpu else None,
+            "peak_rss_mib": round(rss, 1), "tree_rss_mib": round(tree, 1),
+            "floor_peak_rss_mib": round(frss, 1), "floor_tree_rss_mib": round(ftree, 1),
+            "rss_ratio": round(rss / frss, 2) if frss else None,
+            "tree_rss_ratio": round(tree / ftree, 2) if ftree else None,
+            "cpu_seconds": round(cpu, 1), "cpu_cores": round(cpu / med(walls), 2),
+            "floor_cpu_seconds": round(fcpu, 1),
+            "floor_cpu_cores": round(fcpu / med([p[1].wall for p in pairs]), 2),
+            "cpu_ratio": round(cpu / fcpu, 2) if fcpu else None,
         }
-        self.log(f"cold {run.wall:.1f} s, peak RSS {run.max_rss_mib:.0f} MiB")
 
     def commit(self) -> None:
         from citegraph.graph.snapshot_builder import build_snapshot
@@ -690,7 +717,9 @@ def render(report: dict[str, Any]) -> str:
     rows: list[tuple[str, str, str, str]] = []
     if "cold" in f:
         c = f["cold"]
-        rows += [("cold index (wall)", f"{c['seconds']:.1f} s", f"{c['floor_seconds']:.1f} s parse+query "
+        runs = f", median of {c['runs']} pairs" if c.get("runs", 1) > 1 else ""
+        rows += [(f"cold index (wall{runs})",
+                  f"{c['seconds']:.1f} s", f"{c['floor_seconds']:.1f} s parse+query "
                   f"({c['floor_process_seconds']:.1f} s process)", f"{c['ratio']:.2f}×"),
                  ("cold peak RSS, largest process", f"{c['peak_rss_mib']:.0f} MiB", f"{c['floor_peak_rss_mib']:.0f} MiB",
                   f"{c['rss_ratio']}×"),
@@ -758,6 +787,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--replay", type=int, default=10, help="repetitions of each incremental figure")
     ap.add_argument("--switch-files", type=int, default=100, help="files that differ on a switched branch")
     ap.add_argument("--jobs", type=int, default=2, help="processes of the cold floor (the indexer uses both cores)")
+    ap.add_argument("--cold-runs", type=int, default=1, help="floor + cold build pairs, alternated (medians)")
     ap.add_argument("--figures", default=",".join(FIGURES), help=f"comma-separated subset of {','.join(FIGURES)}")
     ap.add_argument("--work-dir", help="where the clone and the data home go (default: a temporary directory)")
     ap.add_argument("--keep", action="store_true", help="keep the work dir (clone, home) afterwards")
@@ -820,7 +850,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         bench = Bench(clone, work / "home", args.jobs, args.replay, args.seed, not args.quiet)
         bench.log(f"clone + checkout {report['clone_seconds']:.1f} s")
         if "cold" in figures:
-            bench.cold()
+            bench.cold(max(1, args.cold_runs))
             report["files"] = bench.figures["cold"]["files"]
         if "ctags" in figures:
             bench.ctags()
