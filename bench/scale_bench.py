@@ -572,8 +572,9 @@ class Bench:
             self.figures[f"commit_cold_process_{form}"] = series.summary()
 
     def dirty(self) -> None:
-        if git(self.clone, "status", "--porcelain", "--untracked-files=no"):
-            raise BenchError(f"{self.clone} is dirty before the dirty-edit figure")
+        dirty = git(self.clone, "status", "--porcelain", "--untracked-files=no")
+        if dirty:
+            raise BenchError(f"{self.clone} is dirty before the dirty-edit figure: {' | '.join(dirty.splitlines()[:5])}")
         run, res = self.index()  # the base commit snapshot (reused when already built)
         series = Series()
         self.log(f"one-file dirty edits, cold process, {self.replay} replays")
@@ -766,6 +767,8 @@ def render(report: dict[str, Any]) -> str:
     lines.append("  ".join(h.ljust(w[i]) for i, h in enumerate(head)))
     lines.append("  ".join("-" * w[i] for i in range(4)))
     lines += ["  ".join(r[i].ljust(w[i]) for i in range(4)) for r in rows]
+    if report.get("error"):
+        lines.append(f"FAILED (later figures not measured): {report['error']}")
     return "\n".join(lines)
 
 
@@ -803,6 +806,9 @@ def main(argv: list[str] | None = None) -> None:
         print("scale_bench: interrupted", file=sys.stderr)
         raise SystemExit(130) from None
     print(json.dumps(report) if args.json else render(report))
+    if report.get("error"):
+        print(f"scale_bench: {report['error']}", file=sys.stderr)
+        raise SystemExit(1)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -845,24 +851,34 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         t0 = time.perf_counter()
         git(work, "clone", "-q", "--shared", "--no-checkout", str(repo), str(clone))
+        # Byte-faithful worktree: no eol/filter conversion (a source's .gitattributes, e.g.
+        # ruff's `eol=crlf` fixtures, would otherwise make checked-out bytes differ from the
+        # blobs and leave git's and libgit2's dirty checks to racy timestamps).
+        (clone / ".git" / "info").mkdir(parents=True, exist_ok=True)
+        (clone / ".git" / "info" / "attributes").write_text(
+            "* -text -eol -filter -ident -working-tree-encoding\n")
+        git(clone, "config", "gc.auto", "0")  # no background gc in the middle of a figure
         git(clone, "-c", "checkout.workers=0", "reset", "-q", "--hard", "HEAD")
         report["clone_seconds"] = round(time.perf_counter() - t0, 2)
         bench = Bench(clone, work / "home", args.jobs, args.replay, args.seed, not args.quiet)
         bench.log(f"clone + checkout {report['clone_seconds']:.1f} s")
-        if "cold" in figures:
-            bench.cold(max(1, args.cold_runs))
-            report["files"] = bench.figures["cold"]["files"]
-        if "ctags" in figures:
-            bench.ctags()
-        if "commit" in figures:
-            bench.commit()
-        if "dirty" in figures:
-            bench.dirty()
-        if "switch" in figures:
-            bench.switch(args.switch_files)
-        if "storage" in figures:
-            bench.storage()
         report["figures"] = bench.figures
+        steps = [("cold", lambda: bench.cold(max(1, args.cold_runs))), ("ctags", bench.ctags),
+                 ("commit", bench.commit), ("dirty", bench.dirty),
+                 ("switch", lambda: bench.switch(args.switch_files)), ("storage", bench.storage)]
+        for name, step in steps:
+            if name not in figures:
+                continue
+            try:
+                step()
+            except BenchError as exc:  # keep what was measured; say what failed
+                report["error"] = f"{name}: {exc}"
+                bench.log(f"{name} failed: {exc}")
+                if name != "storage":
+                    bench.storage()
+                break
+        if "cold" in bench.figures:
+            report["files"] = bench.figures["cold"]["files"]
         report["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     finally:
         if not args.keep:
