@@ -38,6 +38,7 @@ from citegraph.server.locator import read_record, service_dir, socket_path
 
 DEFAULT_DEBOUNCE_MS = 20
 SUPERVISE_S = 0.5
+STORE_LINGER_S = 0.25  # the memory store stays open this long after a request (see memory.store)
 PROTOCOL = 1
 MAX_REQUEST_BYTES = 32 << 20
 
@@ -318,6 +319,9 @@ class Service:
     def start(self, builder_thread: bool = True) -> None:
         """Start the supervisor (and the builder thread, unless the caller runs
         ``run_builds`` itself in the main thread)."""
+        from citegraph.memory.store import MemoryStore
+
+        MemoryStore.keep_open_between_calls(STORE_LINGER_S)
         targets = [(self._supervise, "citegraph-supervisor")]
         if builder_thread:
             targets.append((self._builder, "citegraph-builder"))
