@@ -6,6 +6,7 @@ racing, then the service recovers. False fresh: never."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -154,3 +155,96 @@ def test_a_dead_watcher_is_racing_then_the_service_restarts_it(world):
     after = validate(home, repo, mems, svc.source(wait_s=10))
     assert observations(after) == observations(validate(home, repo, mems, ScanSource()))
     assert all(o[3] != "racing" for o in observations(after))
+
+
+class Recording:
+    """The service's source, remembering the state each read claimed."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.claims = inner, []
+
+    def read(self, repo_path, home, at=None):
+        cur = self.inner.read(repo_path, home, at)
+        self.claims.append(cur)
+        return cur
+
+    def moved(self, cur):
+        return self.inner.moved(cur)
+
+
+def test_concurrent_edits_never_serve_a_stale_state(world):
+    """An editor thread changes the worktree at random moments while reads run. Every read
+    that is not racing claims a state that really existed during the read, and answers what
+    a validation of exactly that state answers."""
+    import random
+
+    from citegraph.indexer import gitrepo
+
+    repo, home, svc, mems = world
+    lock = threading.Lock()
+    # (the change began, it was recorded, fingerprint, head): a state is alive from the
+    # moment its change began until the next change was recorded
+    history: list[tuple[float, float, str | None, str]] = []
+
+    def snapshot_state(began: float) -> None:
+        s = gitrepo.worktree_state(gitrepo.open_repository(repo.root))
+        history.append((began, time.monotonic(), s.dirty_fingerprint, s.head))
+
+    with lock:
+        snapshot_state(time.monotonic())
+    stop = threading.Event()
+
+    def editor() -> None:
+        rnd = random.Random(3)
+        k = 0
+        while not stop.is_set():
+            time.sleep(rnd.uniform(0.0, 0.03))
+            with lock:  # the change and its record are one step
+                began = time.monotonic()
+                k += 1
+                path = ["pay/retry.py", "pay/audit.py", "README.md"][k % 3]
+                # One atomic change per step (write aside, rename): every state the
+                # worktree passes through is one the history records.
+                data = FILES[path] if k % 7 == 0 else (repo.root / path).read_text() + f"# concurrent {k}\n"
+                tmp = repo.root.parent / f".{k}.tmp"  # outside the worktree, same filesystem
+                tmp.write_text(data)
+                os.replace(tmp, repo.root / path)
+                snapshot_state(began)
+
+    t = threading.Thread(target=editor)
+    t.start()
+    results = []
+    try:
+        for _ in range(25):
+            rec = Recording(svc.source(wait_s=10))
+            a = time.monotonic()
+            res = validate(home, repo, mems, rec)
+            b = time.monotonic()
+            results.append((a, b, rec.claims[0], res))
+    finally:
+        stop.set()
+        t.join(timeout=30)
+        repo.git("checkout", "--", ".")
+    answered = 0
+    for a, b, cur, res in results:
+        obs = observations(res)
+        if {(o[2], o[3]) for o in obs} == {("unknown", "racing")}:
+            continue
+        assert all(o[3] != "racing" for o in obs)
+        answered += 1
+        claimed = (cur.state.dirty_fingerprint if cur.state else None, cur.head)
+        alive = [(fp, head) for i, (began, _, fp, head) in enumerate(history)
+                 if began <= b and (i + 1 == len(history) or history[i + 1][1] >= a)]
+        spans = [(round(bg, 3), round(history[i + 1][1], 3) if i + 1 < len(history) else None)
+                 for i, (bg, _, fp, head) in enumerate(history) if (fp, head) == claimed]
+        assert claimed in alive, f"a read answered for a state that did not exist while it ran: {a:.3f}-{b:.3f} {spans}"
+
+        class Fixed:  # exactly the claimed state, nothing moves
+            def read(self, repo_path, home, at=None, cur=cur):
+                return cur
+
+            def moved(self, c):
+                return False
+
+        assert obs == observations(validate(home, repo, mems, Fixed()))
+    assert answered >= 1  # the property was tested, not only the racing branch
