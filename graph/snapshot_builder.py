@@ -27,6 +27,7 @@ import pygit2
 
 from citegraph.graph.fact_rows import Columns, add_rows, empty_columns, rehome
 from citegraph.graph.schema import (
+    DAMAGE_COLUMNS,
     EDGE_COLUMNS,
     FACTS_DDL,
     FACTS_SCHEMA_VERSION,
@@ -134,6 +135,7 @@ class Extracted:
     size: int | None
     symbols: Columns
     edges: Columns
+    damage: Columns = field(default_factory=lambda: empty_columns(DAMAGE_COLUMNS))
 
 
 def _worker_init(repo_path: str) -> None:
@@ -160,10 +162,12 @@ def extract_job(repo: pygit2.Repository | None, job: Job, data: bytes | None = N
     if len(data) > cap:
         return Extracted(blob_id, language, "skipped", "too-large", None, len(data), syms, edges)
     info, facts = facts_for_blob(language or None, data, timeout)
+    damage = empty_columns(DAMAGE_COLUMNS)
     if language:
         for path in paths:
-            add_rows(facts, language, blob_id, path, syms, edges)
-    return Extracted(blob_id, language, facts.status, facts.reason, info.content_hash, info.size, syms, edges)
+            add_rows(facts, language, blob_id, path, syms, edges, damage)
+    return Extracted(blob_id, language, facts.status, facts.reason, info.content_hash, info.size, syms, edges,
+                     damage)
 
 
 # --- build -------------------------------------------------------------------------------
@@ -373,7 +377,8 @@ def _attach_facts(out: duckdb.DuckDBPyConnection, rs: RepoStore) -> None:
         attach()
     rows = out.execute("SELECT value FROM facts.meta WHERE key='extractor_version'").fetchall()
     if not rows or rows[0][0] != f"{EXTRACTOR_VERSION}/{FACTS_SCHEMA_VERSION}":
-        out.execute("DELETE FROM facts.blob_files; DELETE FROM facts.blob_symbols; DELETE FROM facts.blob_edges;")
+        out.execute("DELETE FROM facts.blob_files; DELETE FROM facts.blob_symbols; DELETE FROM facts.blob_edges; "
+                    "DELETE FROM facts.blob_damage;")
         out.execute("INSERT OR REPLACE INTO facts.meta VALUES ('extractor_version', ?)",
                     [f"{EXTRACTOR_VERSION}/{FACTS_SCHEMA_VERSION}"])
 
@@ -423,20 +428,26 @@ class _Sink:
         self.flush_rows = flush_rows
         self.syms = empty_columns(SYMBOL_COLUMNS)
         self.edges = empty_columns(EDGE_COLUMNS)
+        self.damage = empty_columns(DAMAGE_COLUMNS)
 
-    def add(self, syms: Columns, edges: Columns) -> None:
+    def add(self, syms: Columns, edges: Columns, damage: Columns | None = None) -> None:
         for c in SYMBOL_COLUMNS:
             self.syms[c].extend(syms[c])
         for c in EDGE_COLUMNS:
             self.edges[c].extend(edges[c])
+        if damage:
+            for c in DAMAGE_COLUMNS:
+                self.damage[c].extend(damage[c])
         if len(self.syms["handle"]) + len(self.edges["path"]) >= self.flush_rows:
             self.flush()
 
     def flush(self) -> None:
         _bulk(self.con, "symbols", self.syms)
         _bulk(self.con, "edges", self.edges)
+        _bulk(self.con, "damage", self.damage)
         self.syms = empty_columns(SYMBOL_COLUMNS)
         self.edges = empty_columns(EDGE_COLUMNS)
+        self.damage = empty_columns(DAMAGE_COLUMNS)
 
 
 INDEX_MIN_ROWS = 2048
@@ -629,29 +640,59 @@ def _assemble(target: _Target, rs: RepoStore, stats: BuildStats, progress: Progr
     return summary
 
 
-def _merge_coverage(base: dict[str, dict[str, int]], hidden: list[tuple], own: dict[str, dict[str, int]]
-                    ) -> dict[str, dict[str, int]]:
-    cov = {lang: dict(c) for lang, c in base.items()}
+# Per language, the counts (SPEC §16) and why files are not indexed: partial files by the
+# construct of their first error, skipped files by reason (only when there are such files).
+BREAKDOWN = {"partial": "partial_causes", "skipped": "skipped_reasons"}
+
+
+def _count(cov: dict[str, dict[str, Any]], language: str | None, status: str, reason: str | None,
+           n: int) -> None:
+    c = cov.setdefault(language or "other", {"indexed": 0, "partial": 0, "skipped": 0})
+    c[status] = c.get(status, 0) + n
+    key = BREAKDOWN.get(status)
+    if key:
+        why = c.setdefault(key, {})
+        why[reason or "unknown"] = why.get(reason or "unknown", 0) + n
+
+
+def _tidy(cov: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    out = {}
+    for lang, c in sorted(cov.items()):
+        counts = {k: c.get(k, 0) for k in ("indexed", "partial", "skipped")}
+        if not any(counts.values()):
+            continue
+        for status, key in BREAKDOWN.items():
+            why = {r: n for r, n in sorted((c.get(key) or {}).items(), key=lambda kv: (-kv[1], kv[0])) if n}
+            if counts[status] and why:
+                counts[key] = why  # type: ignore[assignment]
+        out[lang] = counts
+    return out
+
+
+def _merge_coverage(base: dict[str, dict[str, Any]], hidden: list[tuple], own: dict[str, dict[str, Any]]
+                    ) -> dict[str, dict[str, Any]]:
+    cov = {lang: {k: (dict(v) if isinstance(v, dict) else v) for k, v in c.items()} for lang, c in base.items()}
     for h in hidden:
-        c = cov.setdefault(h[2] or "other", {"indexed": 0, "partial": 0, "skipped": 0})
-        c[h[3]] = c.get(h[3], 0) - 1
+        _count(cov, h[2], h[3], h[4], -1)
     for lang, c in own.items():
-        t = cov.setdefault(lang, {"indexed": 0, "partial": 0, "skipped": 0})
-        for k, v in c.items():
-            t[k] = t.get(k, 0) + v
-    return {lang: c for lang, c in sorted(cov.items()) if any(c.values())}
+        for status in ("indexed", "partial", "skipped"):
+            key = BREAKDOWN.get(status)
+            if key and c.get(key):
+                for reason, n in c[key].items():
+                    _count(cov, lang, status, reason, n)
+            elif c.get(status):
+                _count(cov, lang, status, None, c[status])
+    return _tidy(cov)
 
 
 PATH_REASONS = ("symlink", "submodule", "excluded")
 
 
-def _coverage(rows: list[_FileRow]) -> dict[str, dict[str, int]]:
-    cov: dict[str, dict[str, int]] = {}
+def _coverage(rows: list[_FileRow]) -> dict[str, dict[str, Any]]:
+    cov: dict[str, dict[str, Any]] = {}
     for r in rows:
-        lang = r.language or "other"
-        c = cov.setdefault(lang, {"indexed": 0, "partial": 0, "skipped": 0})
-        c[r.status] = c.get(r.status, 0) + 1
-    return dict(sorted(cov.items()))
+        _count(cov, r.language, r.status, r.reason, 1)
+    return _tidy(cov)
 
 
 
@@ -696,6 +737,8 @@ def _fill(need: list[_FileRow], target: _Target, contents: dict[str, bytes], out
                     "ON s.blob_id = x.blob_id AND s.path = x.path")
         out.execute("INSERT INTO edges SELECT e.* FROM facts.blob_edges e SEMI JOIN _same x "
                     "ON e.blob_id = x.blob_id AND e.path = x.path")
+        out.execute("INSERT INTO damage SELECT d.* FROM facts.blob_damage d SEMI JOIN _same x "
+                    "ON d.blob_id = x.blob_id AND d.path = x.path")
         out.unregister("_same")
     done += sum(len(paths_of[k]) for k in results)
 
@@ -709,7 +752,7 @@ def _fill(need: list[_FileRow], target: _Target, contents: dict[str, bytes], out
         key = (ex.blob_id, ex.language)
         results[key] = (ex.status, ex.reason, ex.content_hash, ex.size)
         stats.extracted_blobs += 1
-        sink.add(ex.symbols, ex.edges)
+        sink.add(ex.symbols, ex.edges, ex.damage)
         if ex.reason not in TRANSIENT_REASONS:
             new_keys.append((ex.blob_id, ex.language, paths_of[key][0]))
         done += len(paths_of[key])
@@ -766,7 +809,12 @@ def _rehome(out: duckdb.DuckDBPyConnection, sink: _Sink, blob: str, origin: str,
         vals["source_handle"] = mapping.get(vals["source_handle"]) if vals["source_handle"] else None
         for c in EDGE_COLUMNS:
             edges[c].append(vals[c])
-    sink.add(syms, edges)
+    damage = empty_columns(DAMAGE_COLUMNS)
+    for row in out.execute("SELECT * FROM facts.blob_damage WHERE blob_id = ? AND path = ? ORDER BY start_byte",
+                           [blob, origin]).fetchall():
+        for c, v in zip(DAMAGE_COLUMNS, row, strict=True):
+            damage[c].append(path if c == "path" else v)
+    sink.add(syms, edges, damage)
 
 
 def _remember_facts(out: duckdb.DuckDBPyConnection, new_keys: list[tuple[str, str, str]]) -> None:
@@ -785,6 +833,8 @@ def _remember_facts(out: duckdb.DuckDBPyConnection, new_keys: list[tuple[str, st
                     "ON s.path = n.path AND s.blob_id = n.blob_id")
         out.execute("INSERT INTO facts.blob_edges SELECT e.* FROM edges e SEMI JOIN _new n "
                     "ON e.path = n.path AND e.blob_id = n.blob_id")
+        out.execute("INSERT INTO facts.blob_damage SELECT d.* FROM damage d SEMI JOIN _new n "
+                    "ON d.path = n.path AND d.blob_id = n.blob_id")
     finally:
         out.unregister("_new")
 

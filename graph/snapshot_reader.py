@@ -117,7 +117,7 @@ class Snapshot:
             return None
 
 
-LAYERED_TABLES = ("files", "symbols", "edges")
+LAYERED_TABLES = ("files", "symbols", "edges", "damage")
 
 # One in-memory DuckDB instance per process: creating an instance costs ~30 ms, a cursor
 # on it with an ATTACH ~2 ms. Each Snapshot gets its own cursor, unique attach aliases and

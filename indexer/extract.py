@@ -24,10 +24,12 @@ import blake3
 from tree_sitter import Language, Node, Parser, Query, QueryCursor
 from tree_sitter_language_pack import get_language
 
+from citegraph.indexer.damage import Damage, damage_regions, named_construct
 from citegraph.indexer.languages import LANGUAGES, query_source
 
-# Bump whenever extraction output for the same bytes can change (queries, rules).
-EXTRACTOR_VERSION = "cgx-3"
+# Bump whenever extraction output for the same bytes can change (queries, rules, damage
+# regions, partial reasons).
+EXTRACTOR_VERSION = "cgx-4"
 
 EDGE_KINDS = {"call": "calls", "import": "imports", "inherit": "inherits", "reference": "references"}
 
@@ -58,9 +60,12 @@ class EdgeFact:
 @dataclass(slots=True)
 class FileFacts:
     status: str  # indexed | partial | skipped
+    # skipped: why (binary, too-large, …); partial: the construct of the first error
     reason: str | None = None
     symbols: list[SymbolFact] = field(default_factory=list)
     edges: list[EdgeFact] = field(default_factory=list)
+    # partial: where the parse may be wrong (SPEC §6.4 refinement), merged and sorted
+    damage: list[Damage] = field(default_factory=list)
 
 
 class ParseTimeout(Exception):
@@ -230,7 +235,24 @@ def extract(language: str, data: bytes, timeout_s: float = 5.0) -> FileFacts:
 
     symbols = _with_ordinals(symbols)
     edges = _edges(refs, span_index, data)
-    return FileFacts(status=status, symbols=symbols, edges=edges)
+    if status == "indexed":
+        return FileFacts(status=status, symbols=symbols, edges=edges)
+    damage = damage_regions(language, root, data, [(d.node, d.name_node) for d in ordered])
+    reason = named_construct(language, data, damage[0]) if damage else "ERROR in file"
+    return FileFacts(status=status, reason=reason, symbols=symbols, edges=edges, damage=damage)
+
+
+def name_offset(fragment: bytes, name: bytes, body_hash: str) -> int | None:
+    """Where a symbol's name token starts in its fragment: the occurrence whose removal
+    gives the body hash (the fragment alone does not say which occurrence is the name)."""
+    if not name:
+        return None
+    i = fragment.find(name)
+    while i >= 0:
+        if blake3_hex(fragment[:i] + fragment[i + len(name):]) == body_hash:
+            return i
+        i = fragment.find(name, i + 1)
+    return None
 
 
 def _with_ordinals(symbols: list[SymbolFact]) -> list[SymbolFact]:

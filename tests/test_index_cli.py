@@ -55,7 +55,11 @@ def test_index_json_contract_and_idempotence(repo, run_cli):
     assert isinstance(first["seconds"], int | float) and first["seconds"] >= 0
     assert first["coverage"]["python"] == {"indexed": 1, "partial": 0, "skipped": 0}
     for counts in first["coverage"].values():
-        assert set(counts) == {"indexed", "partial", "skipped"}
+        # SPEC §16 keys, plus (issue 15) why files are skipped/partial, only where there are such
+        assert {"indexed", "partial", "skipped"} <= set(counts) <= {
+            "indexed", "partial", "skipped", "partial_causes", "skipped_reasons"}
+    assert first["coverage"]["other"] == {"indexed": 0, "partial": 0, "skipped": 1,
+                                          "skipped_reasons": {"unsupported-language": 1}}
 
     second = run_json(run_cli, "index", "--json", str(repo.root))
     assert second["reused"] is True
