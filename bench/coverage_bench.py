@@ -4,8 +4,10 @@
 
 Reads every blob of REV (default HEAD) from the object database (no checkout), applies
 the indexer's language map and default size cap, extracts each supported file and prints
-per language: files, partial, partial share, and the most common causes (the `reason` a
-partial file records: the grammar node type around its first error, or a named construct).
+per language: files, partial, partial share, the share of the partial files' bytes that
+their damage regions cover (and how many are damaged whole), and the most common causes
+(the `reason` a partial file records: the grammar node type around its first error, or a
+named construct).
 """
 
 from __future__ import annotations
@@ -51,11 +53,15 @@ def measure(git_dir: str, rev: str = "HEAD") -> dict:
             continue
         _, facts = facts_for_blob(lang, data, 5.0)
         s = stats.setdefault(lang, {"files": 0, "indexed": 0, "partial": 0, "skipped": 0,
-                                    "causes": Counter(), "examples": []})
+                                    "causes": Counter(), "examples": [], "partial_bytes": 0,
+                                    "damage_bytes": 0, "whole_file": 0})
         s["files"] += 1
         s[facts.status] += 1
         if facts.status == "partial":
             s["causes"][facts.reason or "?"] += 1
+            s["partial_bytes"] += len(data)
+            s["damage_bytes"] += sum(d.end_byte - d.start_byte for d in facts.damage)
+            s["whole_file"] += [(d.start_byte, d.end_byte) for d in facts.damage] == [(0, len(data))]
             if len(s["examples"]) < 5:
                 s["examples"].append(path)
     out = {"repository": git_dir, "rev": str(tree.id), "extractor": EXTRACTOR_VERSION,
@@ -65,6 +71,11 @@ def measure(git_dir: str, rev: str = "HEAD") -> dict:
         out["languages"][lang] = {
             "files": s["files"], "indexed": s["indexed"], "partial": s["partial"], "skipped": s["skipped"],
             "partial_share": round(s["partial"] / parsed, 4) if parsed else 0.0,
+            # how much of the partial files' bytes the damage regions cover (SPEC §6.4
+            # refinement: outside them a partial file can clear a citation), and how many
+            # partial files are damaged whole (a structural error: the byte search decides)
+            "damage_share": round(s["damage_bytes"] / s["partial_bytes"], 4) if s["partial_bytes"] else 0.0,
+            "whole_file_damage": s["whole_file"],
             "causes": dict(s["causes"].most_common()), "examples": s["examples"],
         }
     return out
@@ -86,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     for lang, s in res["languages"].items():
         causes = "; ".join(f"{c} ×{n}" for c, n in list(s["causes"].items())[: a.top])
         print(f"  {lang:11} files={s['files']:6} partial={s['partial']:5} "
-              f"share={100 * s['partial_share']:6.2f}%  {causes}")
+              f"share={100 * s['partial_share']:6.2f}%  damaged bytes={100 * s['damage_share']:6.2f}% "
+              f"whole-file={s['whole_file_damage']}  {causes}")
     return 0
 
 
