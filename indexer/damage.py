@@ -8,8 +8,9 @@ are large enough, and tests/test_coverage_regions.py tries to break them.
 
 Rules, per error node (a maximal ERROR node, or a MISSING node outside every ERROR):
 
-1. **Structural errors spoil the whole file.** An ERROR whose bytes hold a bracket or a
-   quote, an empty ERROR, an ERROR holding a MISSING node, or a MISSING bracket, quote,
+1. **Structural errors spoil the whole file.** An ERROR whose bytes hold a quote or
+   brackets that do not pair among themselves (or a bracket byte that is not a bracket
+   token), an empty ERROR, an ERROR holding a MISSING node, or a MISSING bracket, quote,
    keyword-closer or hidden (indentation) token can re-pair brackets or strings: it can
    close a definition early or open one that swallows the rest, so every later context is
    in doubt. The region is then the whole file (the plain byte search of §6.4 decides).
@@ -82,17 +83,52 @@ def _has_missing(node: Node) -> bool:
 
 
 def is_structural(node: Node, data: bytes) -> bool:
-    """Rule 1: can this error have re-paired brackets or strings?"""
+    """Rule 1: can this error have re-paired brackets or strings? A MISSING bracket, quote,
+    closing keyword or hidden token can; an ERROR can unless it holds no quote and its
+    brackets pair among themselves, every bracket byte being a bracket token (none hidden
+    in a comment or other token) — then no bracket outside it can pair with one inside."""
     if node.is_missing:
         t = node.type
         return (t.startswith("_") or t in STRUCTURAL_TOKENS or not t.strip()
                 or any(ch in t for ch in STRUCTURAL_BYTES.decode()))
     seg = data[node.start_byte:node.end_byte]
-    if not seg:
+    if not seg or _has_missing(node):
         return True
-    if len(seg.translate(None, STRUCTURAL_BYTES)) != len(seg):
+    if len(seg.translate(None, QUOTE_BYTES)) != len(seg):
         return True
-    return _has_missing(node)
+    brackets = [chr(b) for b in seg if b in BRACKET_BYTES]
+    if not brackets:
+        return False
+    return brackets != _bracket_tokens(node) or not _balanced(brackets)
+
+
+QUOTE_BYTES = b"\"'`"
+BRACKET_BYTES = b"{}()[]"
+_PAIRS = {")": "(", "]": "[", "}": "{"}
+
+
+def _bracket_tokens(node: Node) -> list[str]:
+    """The bracket tokens among the leaves under ``node``, in order."""
+    out: list[str] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.child_count == 0:
+            if n.type in ("(", ")", "[", "]", "{", "}"):
+                out.append(n.type)
+        else:
+            stack.extend(reversed(n.children))
+    return out
+
+
+def _balanced(brackets: list[str]) -> bool:
+    open_: list[str] = []
+    for ch in brackets:
+        if ch in "([{":
+            open_.append(ch)
+        elif not open_ or open_.pop() != _PAIRS[ch]:
+            return False
+    return not open_
 
 
 def construct_of(node: Node) -> str:
