@@ -296,16 +296,20 @@ def merge(regions: list[Damage]) -> list[Damage]:
 KNOWN_CONSTRUCTS: tuple[tuple[frozenset[str], re.Pattern[bytes], str], ...] = (
     (frozenset({"typescript", "tsx"}), re.compile(rb"[<,]\s*(in|out)\s+(out\s+)?[A-Za-z_$][\w$]*\s*[,>=]"),
      "variance annotation (TS 4.7 in/out type parameter)"),
+    (frozenset({"typescript", "tsx"}), re.compile(rb"^\s*<[^>]*>\s*\("),
+     "generic call signature starting a line after a function type (object type member without ; or ,)"),
+    (frozenset({"python"}), re.compile(rb"^\s*(def|class|type)\b[^\[]*\[[^\]]*\w\s*=[^=]"),
+     "type parameter default (PEP 696, Python 3.13)"),
+    (frozenset({"rust"}), re.compile(rb"\bunsafe\s+extern\b"), "unsafe extern block (Rust 1.82)"),
 )
 
 
 def named_construct(language: str, data: bytes, first: Damage) -> str:
-    """The reason a partial file records: a known construct's name, else where the first
-    error sits in the grammar's terms."""
+    """The reason a partial file records: a known construct's name (recognised on the first
+    error's line or the next), else where the first error sits in the grammar's terms."""
     start = data.rfind(b"\n", 0, first.error_byte) + 1
-    end = data.find(b"\n", first.error_byte)
-    line = data[start:end if end >= 0 else len(data)]
+    lines = data[start:].split(b"\n", 2)[:2]  # the error's line and the next one
     for langs, pattern, name in KNOWN_CONSTRUCTS:
-        if language in langs and pattern.search(line):
+        if language in langs and any(pattern.search(line) for line in lines):
             return f"{name}: {first.construct}"
     return first.construct

@@ -122,6 +122,39 @@ def test_status_json_contract(repo, run_cli):
     assert human.returncode == 0 and built["repository_id"] in human.stdout
 
 
+VARIANCE_TS = """\
+export interface Box<out T> {
+  get(): T;
+}
+
+export function unbox<T>(b: Box<T>): T {
+  return b.get();
+}
+"""
+
+
+def test_grammar_gap_is_named_in_index_and_status(repo, run_cli):
+    """Issue 15: a partial file says why (the construct of its first error, and where)."""
+    repo.write("src/box.ts", VARIANCE_TS)
+    repo.write("src/ok.ts", "export const ok = 1;\n")
+    repo.write("src/broken.py", "def f(:\n    pass\n")
+    repo.commit("c1")
+    built = run_json(run_cli, "index", "--json", str(repo.root))
+    variance = "variance annotation (TS 4.7 in/out type parameter): ERROR in type_parameters"
+    assert built["coverage"]["typescript"] == {"indexed": 1, "partial": 1, "skipped": 0,
+                                               "partial_causes": {variance: 1}}
+    assert built["coverage"]["python"]["partial_causes"] == {'MISSING ")" in parameters': 1}
+    st = run_json(run_cli, "status", "--json", str(repo.root))
+    assert st["coverage"] == built["coverage"]
+    assert st["partial_files"] == [
+        {"path": "src/box.ts", "language": "typescript", "line": 1, "construct": variance},
+        {"path": "src/broken.py", "language": "python", "line": 1, "construct": 'MISSING ")" in parameters'},
+    ]
+    human = run_cli("status", str(repo.root))
+    assert human.returncode == 0
+    assert f"partial src/box.ts:1: {variance}" in human.stdout
+
+
 def test_status_kind_remote(make_repo, run_cli):
     r = make_repo(remote="git@github.com:Org/Repo.git")
     r.write("a.py", "A = 1\n")
