@@ -8,7 +8,8 @@ are large enough, and tests/test_coverage_regions.py tries to break them.
 
 Rules, per error node (a maximal ERROR node, or a MISSING node outside every ERROR):
 
-1. **Structural errors spoil the whole file.** An ERROR whose bytes hold a quote or
+1. **Structural errors spoil the whole file.** A MISSING hidden token (indentation, an
+   automatic semicolon: it has no position), an ERROR whose bytes hold a quote or
    brackets that do not pair among themselves (or a bracket byte that is not a bracket
    token), an empty ERROR, an ERROR holding a MISSING node, or a MISSING bracket, quote,
    keyword-closer or hidden (indentation) token can re-pair brackets or strings: it can
@@ -59,7 +60,8 @@ class Damage:
 
 
 def error_nodes(root: Node) -> list[Node]:
-    """Maximal ERROR nodes and the MISSING nodes outside them, in source order."""
+    """Maximal ERROR nodes and the MISSING nodes outside them, in source order (visible
+    ones: a MISSING *hidden* token is in no node's children, see has_hidden_missing)."""
     out: list[Node] = []
     stack = [root]
     while stack:
@@ -69,6 +71,16 @@ def error_nodes(root: Node) -> list[Node]:
         elif n.has_error:
             stack.extend(reversed(n.children))
     return out
+
+
+_HIDDEN_MISSING = re.compile(r'\(MISSING "?_')
+
+
+def has_hidden_missing(root: Node) -> bool:
+    """A MISSING hidden token (an external `_newline`, `_dedent`, automatic semicolon …)
+    appears in no node's children and has no position; only the tree's S-expression shows
+    it. It stands for indentation or statement structure the parser made up: structural."""
+    return bool(_HIDDEN_MISSING.search(str(root)))
 
 
 def _has_missing(node: Node) -> bool:
@@ -244,15 +256,20 @@ def _owns_block(node: Node, data: bytes) -> bool:
     return not _off_column_0(data, node.start_byte) and node.start_point[0] != node.end_point[0]
 
 
-def damage_regions(language: str, root: Node, data: bytes, defs: list[tuple[Node, Node]]) -> list[Damage]:
+def damage_regions(language: str, root: Node, data: bytes, defs: list[tuple[Node, Node]],
+                   statement_scopes: list[Node] = (), scope_keyword: str | None = None) -> list[Damage]:
     """The damage regions of a tree that has errors (``root.has_error``).
 
-    ``defs`` are the extracted definitions as (fragment node, name node), any order."""
+    ``defs`` are the extracted definitions as (fragment node, name node), any order;
+    ``statement_scopes`` the statement-form scopes among them (C# ``namespace X;``) and
+    ``scope_keyword`` their keyword: a region that touches one, or holds the keyword (a
+    scope the error may have swallowed), runs on to the end of the file, since the
+    qualified name of everything after such a statement depends on it."""
     errors = error_nodes(root)
     if not errors:
-        return [Damage(0, len(data), 0, 1, "ERROR in file")]
+        return [Damage(0, len(data), 0, 1, "MISSING hidden token")]
     first = errors[0]
-    if any(is_structural(e, data) for e in errors):
+    if has_hidden_missing(root) or any(is_structural(e, data) for e in errors):
         return [Damage(0, len(data), first.start_byte, first.start_point[0] + 1, construct_of(first))]
     ordered = sorted((d[0] for d in defs), key=lambda n: (n.start_byte, -n.end_byte))
     def_starts = [n.start_byte for n in ordered]
@@ -274,8 +291,17 @@ def damage_regions(language: str, root: Node, data: bytes, defs: list[tuple[Node
             break
         if region is None:
             region = _top_level_region(root, e, data, def_starts)
+        if scope_keyword and _may_rescope(region, data, statement_scopes, scope_keyword):
+            region = (region[0], len(data))
         raw.append(Damage(region[0], region[1], es, e.start_point[0] + 1, construct_of(e)))
     return merge(raw)
+
+
+def _may_rescope(region: tuple[int, int], data: bytes, scopes: list[Node], keyword: str) -> bool:
+    start, end = region
+    if any(s.start_byte <= end and s.end_byte >= start for s in scopes):
+        return True
+    return data.find(keyword.encode(), start, end) >= 0
 
 
 def merge(regions: list[Damage]) -> list[Damage]:

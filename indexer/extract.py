@@ -285,7 +285,9 @@ def extract(language: str, data: bytes, timeout_s: float = 5.0) -> FileFacts:
     edges = _edges(refs, span_index, data)
     if status == "indexed":
         return FileFacts(status=status, symbols=symbols, edges=edges)
-    damage = damage_regions(language, root, data, [(d.node, d.name_node) for d in ordered])
+    damage = damage_regions(language, root, data, [(d.node, d.name_node) for d in ordered],
+                            [d.node for d in ordered if d.scope_end > d.node.end_byte],
+                            spec.statement_scope_keyword)
     reason = named_construct(language, data, damage[0]) if damage else "ERROR in file"
     return FileFacts(status=status, reason=reason, symbols=symbols, edges=edges, damage=damage)
 

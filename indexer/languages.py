@@ -40,6 +40,9 @@ class LanguageSpec:
     # Scala `package x`) qualify what follows them up to the end of their parent; a later
     # one ends an earlier one (PHP), unless they chain (Scala: `package a` + `package b` is a.b).
     statement_scopes_chain: bool = False
+    # The keyword of those statements: damage that holds it may have swallowed one, and
+    # with it the qualification of everything after it (indexer/damage.py).
+    statement_scope_keyword: str | None = None
     # A maintained per-language grammar wheel that parses more real code than the bundled
     # grammar (docs/languages.md): "module:function" returning the language pointer.
     wheel: str | None = None
@@ -56,14 +59,14 @@ _SPECS: tuple[LanguageSpec, ...] = (
     LanguageSpec("c", "c", (".c", ".h")),
     LanguageSpec("cpp", "cpp", (".cc", ".cpp", ".cxx", ".c++", ".hpp", ".hh", ".hxx", ".h++"),
                  qualifier_nests=True),
-    LanguageSpec("csharp", "csharp", (".cs",)),
+    LanguageSpec("csharp", "csharp", (".cs",), statement_scope_keyword="namespace"),
     LanguageSpec("ruby", "ruby", (".rb", ".rake", ".gemspec"),
                  class_kinds=frozenset({"class", "module"})),
     LanguageSpec("kotlin", "kotlin", (".kt", ".kts"), wheel="tree_sitter_kotlin:language"),
-    LanguageSpec("php", "php", (".php",)),
+    LanguageSpec("php", "php", (".php",), statement_scope_keyword="namespace"),
     LanguageSpec("swift", "swift", (".swift",), wheel="tree_sitter_swift:language"),
     LanguageSpec("scala", "scala", (".scala", ".sc"), wheel="tree_sitter_scala:language",
-                 statement_scopes_chain=True),
+                 statement_scopes_chain=True, statement_scope_keyword="package"),
 )
 
 LANGUAGES: dict[str, LanguageSpec] = {s.name: s for s in _SPECS}
