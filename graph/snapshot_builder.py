@@ -25,6 +25,7 @@ import duckdb
 import pyarrow as pa
 import pygit2
 
+from citegraph.graph import coverage_summary
 from citegraph.graph.fact_rows import Columns, add_rows, empty_columns, rehome
 from citegraph.graph.schema import (
     DAMAGE_COLUMNS,
@@ -640,59 +641,16 @@ def _assemble(target: _Target, rs: RepoStore, stats: BuildStats, progress: Progr
     return summary
 
 
-# Per language, the counts (SPEC §16) and why files are not indexed: partial files by the
-# construct of their first error, skipped files by reason (only when there are such files).
-BREAKDOWN = {"partial": "partial_causes", "skipped": "skipped_reasons"}
-
-
-def _count(cov: dict[str, dict[str, Any]], language: str | None, status: str, reason: str | None,
-           n: int) -> None:
-    c = cov.setdefault(language or "other", {"indexed": 0, "partial": 0, "skipped": 0})
-    c[status] = c.get(status, 0) + n
-    key = BREAKDOWN.get(status)
-    if key:
-        why = c.setdefault(key, {})
-        why[reason or "unknown"] = why.get(reason or "unknown", 0) + n
-
-
-def _tidy(cov: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    out = {}
-    for lang, c in sorted(cov.items()):
-        counts = {k: c.get(k, 0) for k in ("indexed", "partial", "skipped")}
-        if not any(counts.values()):
-            continue
-        for status, key in BREAKDOWN.items():
-            why = {r: n for r, n in sorted((c.get(key) or {}).items(), key=lambda kv: (-kv[1], kv[0])) if n}
-            if counts[status] and why:
-                counts[key] = why  # type: ignore[assignment]
-        out[lang] = counts
-    return out
-
-
 def _merge_coverage(base: dict[str, dict[str, Any]], hidden: list[tuple], own: dict[str, dict[str, Any]]
                     ) -> dict[str, dict[str, Any]]:
-    cov = {lang: {k: (dict(v) if isinstance(v, dict) else v) for k, v in c.items()} for lang, c in base.items()}
-    for h in hidden:
-        _count(cov, h[2], h[3], h[4], -1)
-    for lang, c in own.items():
-        for status in ("indexed", "partial", "skipped"):
-            key = BREAKDOWN.get(status)
-            if key and c.get(key):
-                for reason, n in c[key].items():
-                    _count(cov, lang, status, reason, n)
-            elif c.get(status):
-                _count(cov, lang, status, None, c[status])
-    return _tidy(cov)
+    return coverage_summary.merge(base, [(h[2], h[3], h[4]) for h in hidden], own)
 
 
 PATH_REASONS = ("symlink", "submodule", "excluded")
 
 
 def _coverage(rows: list[_FileRow]) -> dict[str, dict[str, Any]]:
-    cov: dict[str, dict[str, Any]] = {}
-    for r in rows:
-        _count(cov, r.language, r.status, r.reason, 1)
-    return _tidy(cov)
+    return coverage_summary.summarize((r.language, r.status, r.reason) for r in rows)
 
 
 
