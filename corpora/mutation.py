@@ -55,6 +55,7 @@ CORPUS_SUBSET = (  # --corpus subset: a quick sample touching every decision tab
     "coverage_partial_delete_python", "coverage_skipped_python", "stale_snapshot_python",
     "collision_fork_go", "extractor_changed_python", "legacy_python", "dirty_overlay_python",
     "duplicate_in_file_go", "rename_python", "body_change_go", "path_reuse_shim_python",
+    "coverage_variance_typescript",  # the damage-region refinement of SPEC §6.4
 )
 
 ROOT = Path(__file__).resolve().parent.parent
