@@ -133,7 +133,7 @@ class SnapshotEvidence:
         cited name, fragment and body occur in it and its damage regions (partial files)."""
         needle = (r.name or "").encode("utf-8", "surrogateescape")
         files: list[FileCoverage] = []
-        needles: tuple[bytes, bytes, bytes] | None | bool = False  # computed on first need
+        needles: list[tuple[bytes, bytes, bytes] | None] = []  # computed on first need
         for path, blob, status, reason in self.uncovered.get(r.language or "", []):
             if reason == "symlink" or not needle:
                 files.append(FileCoverage(path, status, reason))
@@ -145,10 +145,10 @@ class SnapshotEvidence:
             found = needle in data
             occurrences = None
             if found and status == "partial":
-                if needles is False:
-                    needles = self._needles(r, needle)
-                if needles:
-                    occurrences = occurrences_of(data, *needles)
+                if not needles:
+                    needles.append(self._needles(r, needle))
+                if needles[0] is not None:
+                    occurrences = occurrences_of(data, *needles[0])
             files.append(FileCoverage(path, status, reason, True, found, occurrences,
                                       tuple(self.damage.get(path, ()))))
         return CoverageEvidence(self.inventory_complete, bool(needle), tuple(files))
