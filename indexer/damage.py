@@ -12,23 +12,27 @@ Rules, per error node (a maximal ERROR node, or a MISSING node outside every ERR
    automatic semicolon: it has no position), an ERROR whose bytes hold a quote or
    brackets that do not pair among themselves (or a bracket byte that is not a bracket
    token), an empty ERROR, an ERROR holding a MISSING node, or a MISSING bracket, quote,
-   keyword-closer or hidden (indentation) token can re-pair brackets or strings: it can
-   close a definition early or open one that swallows the rest, so every later context is
-   in doubt. The region is then the whole file (the plain byte search of §6.4 decides).
+   keyword-closer or hidden token can re-pair brackets or strings: it can close a
+   definition early or open one that swallows the rest, so every later context is in
+   doubt. The region is then the whole file (the plain byte search of §6.4 decides).
 2. **Inside a definition delimited by braces**: the innermost extracted definition that
-   contains the error and whose last part is a `{ … }` body with real braces. Brackets are
-   paired as in an error-free parse (rule 1), so the damage cannot leave that body; the
-   region is the definition plus its previous and next sibling (a neighbour the parser
-   may have grown into the error, or an unknown construct that begins just before it).
-   An error in the definition's *header* after its name (`interface Box<out T> {`) cannot
-   change how the body is parsed, nor the names that qualify it: the region is then the
-   header alone (definition start to the body's `{`) plus the previous sibling.
-3. **Otherwise** (top level, or only undelimited definitions around it: Python, Ruby,
-   `const f = () => …`): the top-level statement holding the error plus its previous and
-   next top-level statements, and every adjacent top-level statement that does not start
-   at column 0 (in real code top-level statements start at column 0; one that does not is
-   the body of something the parser closed early, as tree-sitter-python does after a bad
-   dedent).
+   contains the error and whose last part is a `{ … }` body with real braces, the error
+   strictly inside it. Brackets are paired as in an error-free parse (rule 1), so the
+   damage cannot leave that body; the region is the definition plus its previous and
+   next sibling (a neighbour the parser may have grown into the error, or an unknown
+   construct that begins just before it), and every bare `{ … }` statement after them
+   (the body may be a stray balanced group, the real body following as a block).
+3. **Otherwise** (top level, a header, or only undelimited definitions around it:
+   Python, Ruby, `const f = () => …`): the top-level statement holding the error out to
+   the nearest statement on each side that holds a definition, every adjacent top-level
+   statement that does not start at column 0 (in real code top-level statements start at
+   column 0; one that does not is the body of something the parser closed early, as
+   tree-sitter-python does after a bad dedent) and then the block owner before them.
+4. **Named construct**: a TypeScript variance annotation leaves an ERROR of identifiers
+   in a well-formed `type_parameters` node after a name; the region is that node.
+
+A region touching a statement-form scope (C# `namespace X;`), or holding its keyword (one
+the error may have swallowed), runs on to the end of the file.
 
 Regions are merged and sorted. A cited name, fragment or body lying within or touching a
 region makes the file unable to clear the citation (validator/decisions.py).
@@ -42,6 +46,8 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
+# A file with more errors than this is damaged whole (refining it is not worth the time).
+MAX_LOCAL_ERRORS = 2000
 # Bytes that make an ERROR structural: brackets and string delimiters.
 STRUCTURAL_BYTES = b"{}()[]\"'`"
 # MISSING tokens that close or open structure (besides any with those bytes in their type).
@@ -214,16 +220,16 @@ def _off_column_0(data: bytes, pos: int) -> bool:
     return pos > 0 and data[pos - 1:pos] != b"\n"
 
 
-def _top_level_region(root: Node, node: Node, data: bytes, def_starts: list[int]) -> tuple[int, int]:
+def _top_level_region(root: Node, node: Node, data: bytes, def_starts: list[int], tops: list[Node],
+                      top_index: dict[tuple[int, int], int]) -> tuple[int, int]:
     """Rule 3: the top-level statement around ``node`` and its neighbours out to the
     nearest statement on each side that holds a definition (statements between may be
     definitions the error made the parser read as something else), the statements off
     column 0 next to them and, when there are such, the block owner before them."""
-    tops = root.children
     top = node if node.parent == root else _root_child(root, node)
     if top == root:
         return 0, len(data)
-    idx = next((i for i, c in enumerate(tops) if c == top), None)
+    idx = top_index.get((top.start_byte, top.end_byte))
     if idx is None:
         return 0, len(data)
 
@@ -269,16 +275,20 @@ def damage_regions(language: str, root: Node, data: bytes, defs: list[tuple[Node
     if not errors:
         return [Damage(0, len(data), 0, 1, "MISSING hidden token")]
     first = errors[0]
-    if has_hidden_missing(root) or any(is_structural(e, data) for e in errors):
+    if (len(errors) > MAX_LOCAL_ERRORS or has_hidden_missing(root)
+            or any(is_structural(e, data) for e in errors)):
         return [Damage(0, len(data), first.start_byte, first.start_point[0] + 1, construct_of(first))]
     ordered = sorted((d[0] for d in defs), key=lambda n: (n.start_byte, -n.end_byte))
     def_starts = [n.start_byte for n in ordered]
+    tops = root.children
+    top_index = {(c.start_byte, c.end_byte): i for i, c in enumerate(tops)}
     raw: list[Damage] = []
     for e in errors:
         es, ee = e.start_byte, e.end_byte
         region = _known_region(language, e, data)
         # innermost first: the latest-starting definition whose braces body holds the error
-        for node in () if region else reversed(ordered):
+        last = bisect.bisect_right(def_starts, es)
+        for node in () if region else (ordered[i] for i in range(last - 1, -1, -1)):
             if not (node.start_byte <= es and ee <= node.end_byte):
                 continue
             body = _body(node)
@@ -287,10 +297,14 @@ def damage_regions(language: str, root: Node, data: bytes, defs: list[tuple[Node
             outer = _outermost_wrapper(node)
             lo = outer.prev_named_sibling or outer
             hi = outer.next_named_sibling or outer
+            # A bare `{ … }` right after it may be its real body, the braces it got being a
+            # balanced stray group (`impl Store { a } { fn load … }`): include every such.
+            while hi.next_named_sibling is not None and data[hi.next_named_sibling.start_byte:][:1] == b"{":
+                hi = hi.next_named_sibling
             region = (min(lo.start_byte, outer.start_byte), max(hi.end_byte, outer.end_byte))
             break
         if region is None:
-            region = _top_level_region(root, e, data, def_starts)
+            region = _top_level_region(root, e, data, def_starts, tops, top_index)
         if scope_keyword and _may_rescope(region, data, statement_scopes, scope_keyword):
             region = (region[0], len(data))
         raw.append(Damage(region[0], region[1], es, e.start_point[0] + 1, construct_of(e)))

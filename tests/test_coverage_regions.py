@@ -257,7 +257,8 @@ JUNK = ["{", "}", "(", ")", "[", "]", '"', "'", "`", "<", ">", "@@", "out ", "in
         "return ", "else", " x y ", "::", "->", "?", "!", "+", "*", " 1 2 ", "static ", "pub ",
         "public ", "async ", "\n  \n", "\t", " end ", " do ",
         # balanced groups (an ERROR whose brackets pair among themselves stays local)
-        "()", "{}", "[]", "(x)", "{ a }", "(a, b)", " f(x) ", "<T>(a: T)", "({})", "[()]",
+        "()", "{}", "[]", "(x)", "{ a }", "{ a }{ a }", "{ x; }", "(a, b)", " f(x) ", "<T>(a: T)",
+        "({})", "[()]",
         "\n  <A>(self: A): A\n"]
 
 junk = st.lists(st.sampled_from(JUNK), min_size=1, max_size=3).map("".join)
