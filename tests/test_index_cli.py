@@ -295,3 +295,27 @@ def test_gc_keeps_what_the_exact_current_snapshot_reads_through(repo, run_cli, h
     assert [s["name"] for s in json.loads(sym.stdout)["symbols"]] == ["stable"]
     a = run_json(run_cli, "symbols", str(repo.root / "a.py"), "--json")
     assert [s["name"] for s in a["symbols"]] == ["v2"]
+
+
+def test_snapshot_of_an_older_schema_is_refused(repo, home):
+    """Schema 3 added the damage table: a snapshot file of another layout is refused with
+    one clear error (SPEC §4), never misread."""
+    import duckdb
+    import pytest
+
+    from citegraph.graph.snapshot_builder import build_snapshot
+    from citegraph.graph.snapshot_reader import Snapshot
+    from citegraph.indexer.errors import CitegraphError
+
+    repo.write("svc/retry.py", SERVICE)
+    repo.commit("c1")
+    res = build_snapshot(repo.root, home, jobs=1)
+    rs = home.repo(res.repository_id)
+    with Snapshot.open(rs, res.snapshot_id) as snap:
+        assert snap.query("SELECT count(*) FROM damage") == [(0,)]
+    con = duckdb.connect(str(rs.snapshot_path(res.snapshot_id)))
+    con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    con.close()
+    with pytest.raises(CitegraphError) as err:
+        Snapshot.open(rs, res.snapshot_id)
+    assert "schema 2" in err.value.what and "run citegraph index" in err.value.todo
