@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -40,9 +41,14 @@ def index(ctx: click.Context, path: str, rev: str | None, as_json: bool, quiet: 
         if not quiet and not as_json:
             click.echo("citegraph: waiting for another build of this repository…", err=True)
 
+    def terminated(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt  # the builder marks the build failed and cleans up
+
+    previous = signal.signal(signal.SIGTERM, terminated)
     try:
         res = build_snapshot(path, home, rev=rev, progress=progress, on_wait=waiting)
     finally:
+        signal.signal(signal.SIGTERM, previous)
         if bar is not None:
             bar.__exit__(None, None, None)
     if as_json:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 
 import click
 
@@ -43,7 +45,30 @@ def cli(home: str | None) -> None:
     """citegraph: code-graph snapshots and validated code citations for agent memory."""
 
 
+def undecodable_argument(args: list[str]) -> str | None:
+    """The one-line complaint about the first argument that is not valid UTF-8 (Python
+    hands such bytes over as lone surrogates), or None."""
+    for i, arg in enumerate(args, 1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            return (f"citegraph: argument {i} (\"{shown}\") is not valid UTF-8 — pass UTF-8 text; "
+                    "citegraph never guesses an encoding")
+    home = os.environ.get("CITEGRAPH_HOME")
+    if home is not None:
+        try:
+            home.encode("utf-8")
+        except UnicodeEncodeError:
+            return "citegraph: CITEGRAPH_HOME is not valid UTF-8 — set it to a UTF-8 path"
+    return None
+
+
 def main() -> None:
+    problem = undecodable_argument(sys.argv[1:])
+    if problem:
+        click.echo(problem, err=True)
+        sys.exit(2)
     cli(prog_name="citegraph")
 
 

@@ -5,17 +5,23 @@ from __future__ import annotations
 import click
 
 from citegraph.cli.common import get_home, handle_errors
+from citegraph.server.mcp_server import DEFAULT_CALL_TIMEOUT_S, DEFAULT_MAX_THREADS, serve
 
 
 @click.command()
+@click.option("--call-timeout", type=click.FloatRange(min=0.1, max=86400), default=DEFAULT_CALL_TIMEOUT_S,
+              show_default=True, metavar="SECONDS",
+              help="Answer every tool call within this many seconds; a call still running then gets a "
+                   "retryable timeout error (and keeps its repository busy until it ends).")
+@click.option("--max-calls", type=click.IntRange(min=1, max=256), default=DEFAULT_MAX_THREADS, show_default=True,
+              help="Most tool calls running at once across all repositories (calls past their timeout "
+                   "included); one call at a time per repository.")
 @click.pass_context
 @handle_errors
-def mcp(ctx: click.Context) -> None:
+def mcp(ctx: click.Context, call_timeout: float, max_calls: int) -> None:
     """Run the MCP server on stdin/stdout (tools: remember, brief, validate, index_status,
     workset_prepare). Register it with your agent client: see docs/mcp.md."""
-    from citegraph.server.mcp_server import serve
-
-    serve(get_home(ctx))
+    serve(get_home(ctx), call_timeout=call_timeout, max_threads=max_calls)
 
 
 COMMANDS = [mcp]

@@ -41,6 +41,8 @@ def remember(ctx: click.Context, text: str, kind: str, project: str, topic: str 
     click.echo(f"{res['id']} revision {res['revision']} ({len(res['citations'])} citation(s))")
     for c in res["citations"]:
         click.echo(f"  {c['id']} {c['kind']:6} {c['ref']}{'  [dirty]' if c['dirty'] else ''}")
+    for note in res.get("notes", []):
+        click.echo(f"  note: {note}")
     if res["cleared_citations"]:
         click.echo(f"  cleared {res['cleared_citations']} citation(s) of the previous revision "
                    "(new text, no refs: evidence is not inherited)")

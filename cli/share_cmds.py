@@ -48,19 +48,24 @@ def publish(ctx: click.Context, project: str | None, out: str, as_json: bool) ->
 
 @click.command(name="import")
 @click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--repo", "repos", multiple=True, type=click.Path(file_okay=False),
+              help="A clone whose object database verifies the receipts (repeatable; default: the "
+                   "current directory; worktrees indexed in this home are consulted too).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_context
 @handle_errors
-def import_(ctx: click.Context, file: str, as_json: bool) -> None:
+def import_(ctx: click.Context, file: str, repos: tuple[str, ...], as_json: bool) -> None:
     """Load a file written by citegraph publish (legacy records: citegraph import-legacy).
 
-    The whole file is validated first; nothing is loaded if any line is bad. Re-importing
-    the same file changes nothing. Imported citations validate against this home's own
-    snapshots of the same repositories (same origin URL).
+    The whole file is checked first — every receipt with capture's rules, and recomputed
+    from its capture commit where a clone of its repository has that commit; nothing is
+    loaded if anything is wrong. Re-importing the same file changes nothing. Imported
+    citations validate against this home's own snapshots of the same repositories (same
+    origin URL).
     """
     from citegraph.memory.share import import_file
 
-    report = import_file(get_home(ctx), file)
+    report = import_file(get_home(ctx), file, list(repos) or None)
     if as_json:
         emit_json(report.to_json())
         return
@@ -70,6 +75,11 @@ def import_(ctx: click.Context, file: str, as_json: bool) -> None:
                f"{' v' + str(report.format_version) if report.format_version else ''})")
     for k in report.kept_local:
         click.echo(f"  kept local {k['id']}: {k['reason']}")
+    if report.verified or report.unverified:
+        click.echo(f"  {len(report.verified)} citation(s) verified against their capture commit, "
+                   f"{len(report.unverified)} not fully verifiable here")
+    for u in report.unverified:
+        click.echo(f"  unverified {u['id']} of {u['memory_id']}: {u['reason']}")
 
 
 COMMANDS = [publish, import_]

@@ -39,6 +39,7 @@ CATEGORIES = (
     "crlf-unicode",
     "extractor-version",
     "legacy",
+    "hostile-filesystem",    # symlinked directories, FIFOs, undecodable names, damaged snapshots
 )
 
 # Step operations and the keys each accepts (besides ``op`` and ``repo``).
@@ -47,7 +48,10 @@ STEP_KEYS: dict[str, set[str]] = {
     "capture": {"memory", "refs", "text", "expect_error", "race"},
     "legacy": {"memory", "source_commit", "text"},
     "commit": {"message", "tag"},
-    "write": {"path", "content", "crlf", "repeat"},
+    "write": {"path", "content", "crlf", "repeat", "encoding"},
+    "symlink": {"path", "target", "files"},
+    "mkfifo": {"path"},
+    "damage": {"what", "which"},
     "edit": {"path", "content", "replace", "prepend", "append", "crlf"},
     "mv": {"src", "dst"},
     "cp": {"src", "dst"},

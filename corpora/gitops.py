@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import subprocess
 from pathlib import Path
 
@@ -63,7 +64,7 @@ class Git:
 
     def delete(self, path: str) -> None:
         full = self.root / path
-        if full.is_dir():
+        if full.is_dir() and not full.is_symlink():
             import shutil
 
             shutil.rmtree(full)
@@ -115,10 +116,59 @@ class Git:
                 i += 1
         h = hashlib.sha256()
         for p in sorted(paths):
-            full = self.root / os.fsdecode(p)
-            digest = hashlib.sha256(full.read_bytes()).hexdigest() if full.is_file() else "deleted"
-            h.update(p + b"\0" + digest.encode() + b"\n")
+            h.update(p + b"\0" + self.content_digest(os.fsdecode(p)).encode() + b"\n")
         return h.hexdigest()
+
+    def real_kind(self, path: str) -> str:
+        """What git would see at ``path``: ``file``, ``symlink``, ``other`` (FIFO, device…)
+        or ``absent`` — a symlink or a non-directory in any ancestor makes it absent. The
+        runner's own check (lstat per component), independent of citegraph's reader."""
+        cur = self.root
+        parts = path.split("/")
+        for part in parts[:-1]:
+            cur = cur / part
+            try:
+                st = os.lstat(cur)
+            except OSError:
+                return "absent"
+            if not stat.S_ISDIR(st.st_mode):
+                return "absent"
+        try:
+            st = os.lstat(cur / parts[-1])
+        except OSError:
+            return "absent"
+        if stat.S_ISLNK(st.st_mode):
+            return "symlink"
+        return "file" if stat.S_ISREG(st.st_mode) else "other"
+
+    def real_path(self, stored: str) -> str:
+        """A path as citegraph reports it (docs/security.md: ``\\xNN`` for a byte that is
+        not UTF-8, ``\\\\`` for a backslash) as a filesystem string — decoded here
+        from the documented rule, not with citegraph's own function."""
+        if "\\" not in stored:
+            return stored
+        out = bytearray()
+        i = 0
+        while i < len(stored):
+            if stored.startswith("\\\\", i):
+                out += b"\\"
+                i += 2
+            elif stored.startswith("\\x", i):
+                out.append(int(stored[i + 2:i + 4], 16))
+                i += 4
+            else:
+                out += stored[i].encode("utf-8")
+                i += 1
+        return os.fsdecode(bytes(out))
+
+    def content_digest(self, path: str) -> str:
+        kind = self.real_kind(path)
+        full = self.root / path
+        if kind == "file":
+            return hashlib.sha256(full.read_bytes()).hexdigest()
+        if kind == "symlink":
+            return "link:" + os.readlink(full)
+        return kind
 
 
 def normalise_url(url: str) -> str:

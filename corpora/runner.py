@@ -182,6 +182,7 @@ class MemInfo:
     refs: dict[str, str]  # actual ref as stored -> ref as written in the case
     legacy: bool = False
     source_commit: str | None = None
+    aliases: dict[str, str] = field(default_factory=dict)  # dropped ref -> its stored twin (as written)
 
 
 # --- one case ---------------------------------------------------------------------------------
@@ -263,7 +264,72 @@ class CaseRun:
             g.git("tag", s["tag"])
 
     def op_write(self, i: int, s: dict[str, Any]) -> None:
-        self.repo(s).write(s["path"], content_bytes(s["content"], s.get("crlf", False), s.get("repeat", 1)))
+        path = s["path"]
+        if "encoding" in s:  # a file name in another encoding (bytes that may not be UTF-8)
+            path = os.fsdecode(path.encode(s["encoding"]))
+        self.repo(s).write(path, content_bytes(s["content"], s.get("crlf", False), s.get("repeat", 1)))
+
+    def op_symlink(self, i: int, s: dict[str, Any]) -> None:
+        """Replace ``path`` (a file or a whole directory) by a symlink. ``target =
+        "outside:NAME"`` points at a directory outside the repository holding ``files``."""
+        g = self.repo(s)
+        target = s["target"]
+        if target.startswith("outside:"):
+            out = self.workdir / "outside" / target.split(":", 1)[1]
+            for path, value in s.get("files", {}).items():
+                (out / path).parent.mkdir(parents=True, exist_ok=True)
+                (out / path).write_bytes(content_bytes(value))
+            out.mkdir(parents=True, exist_ok=True)
+            target = str(out)
+        full = g.root / s["path"]
+        if full.is_symlink() or full.is_file():
+            full.unlink()
+        elif full.is_dir():
+            shutil.rmtree(full)
+        full.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(target, full)
+
+    def op_mkfifo(self, i: int, s: dict[str, Any]) -> None:
+        g = self.repo(s)
+        full = g.root / s["path"]
+        if full.is_symlink() or full.exists():
+            full.unlink()
+        os.mkfifo(full)
+
+    def op_damage(self, i: int, s: dict[str, Any]) -> None:
+        """Damage the data home: ``what`` = truncate | delete | garbage (same size) |
+        catalog (a malformed entry) of the exact-current snapshot (``which = "current"``)
+        or of its base (``which = "base"``). The runner forgets every indexed state: an
+        authoritative answer before the next index counts against the gates."""
+        from citegraph.graph.current import current_state
+
+        g = self.repo(s)
+        cur = current_state(g.root, self.home)
+        if not cur.exact_current or cur.entry is None:
+            raise CaseError(f"{self.case.name}: step {i}: damage needs an exact-current snapshot")
+        sid = cur.snapshot_id
+        if s.get("which", "current") == "base":
+            sid = cur.entry.get("base") or ""
+            if not sid:
+                raise CaseError(f"{self.case.name}: step {i}: the exact-current snapshot has no base")
+        rs = cur.store
+        path = rs.snapshot_path(sid)
+        what = s["what"]
+        if what == "truncate":
+            with open(path, "r+b") as f:
+                f.truncate(path.stat().st_size // 2)
+        elif what == "delete":
+            path.unlink()
+        elif what == "garbage":
+            size = path.stat().st_size
+            path.write_bytes((b"\x00garbage" * (size // 8 + 1))[:size])
+        elif what == "catalog":
+            entry = json.loads(rs.catalog_path(sid).read_text())
+            entry["symbols"] = "x"
+            rs.catalog_path(sid).write_text(json.dumps(entry))
+        else:
+            raise CaseError(f"{self.case.name}: step {i}: unknown damage {what!r}")
+        self.indexed.clear()
 
     def op_edit(self, i: int, s: dict[str, Any]) -> None:
         g = self.repo(s)
@@ -412,9 +478,35 @@ class CaseRun:
         else:
             self.result.checks.append(CheckRecord(self.case.name, self.case.category, "capture", True,
                                                   f"step {i}: {mem}"))
-        mapping = {a.strip(): w for a, w in zip(actual, written, strict=True)}
+        mapping = {a: w for a, w in zip(actual, written, strict=True)}
         stored = {c["ref"]: mapping.get(c["ref"], c["ref"]) for c in out["citations"]}
-        self.mems[mem] = MemInfo(name, self.group(name), stored)
+        # Refs naming the same evidence are stored once (SPEC §5): a dropped ref must have a
+        # stored twin by the runner's own reckoning, and is judged by the twin's observation.
+        aliases: dict[str, str] = {}
+        keys = {self.evidence_key(r, name): r for r in stored}
+        for a, w in zip(actual, written, strict=True):
+            if a in stored:
+                continue
+            twin = keys.get(self.evidence_key(a, name))
+            if twin is None:
+                self.result.checks.append(CheckRecord(self.case.name, self.case.category, "capture", False,
+                                                      f"step {i}: {mem}: ref {w} was dropped"))
+            elif stored[twin] != w:
+                aliases[w] = stored[twin]
+        self.mems[mem] = MemInfo(name, self.group(name), stored, aliases=aliases)
+
+    def evidence_key(self, ref: str, repo_name: str) -> tuple:
+        """What a ref cites, by the runner's own reckoning: a symbol's handle (computed from
+        the worktree file), a span's path and lines, a file's path."""
+        if ref.startswith("cgs_"):
+            return ("symbol", ref)
+        if "::" in ref:
+            path, _, qname = ref.partition("::")
+            return ("symbol", self.resolve_ref(f"cgs:{path}::{qname}", repo_name))
+        m = re.match(r"^(.+)#L(\d+)(?:-L?(\d+))?$", ref)
+        if m:
+            return ("span", m.group(1), int(m.group(2)), int(m.group(3) or m.group(2)))
+        return ("file", ref)
 
     def op_legacy(self, i: int, s: dict[str, Any]) -> None:
         """A legacy record (no citations, optional source commit), loaded through the legacy
@@ -495,6 +587,9 @@ class CaseRun:
                 for o in v.observations:
                     r = report.receipts[o.citation_id]
                     observations[info.refs.get(r.ref, r.ref)] = (o, r)
+            for alias, twin in info.aliases.items():
+                if twin in observations:
+                    observations[alias] = observations[twin]
             labels = exp.get("citations", {})
             for ref in observations:
                 if ref not in labels:
@@ -535,7 +630,7 @@ class CaseRun:
             if at_sha is not None:
                 if g.has_path_at(at_sha, path):
                     return True
-            elif (g.root / path).is_file():
+            elif g.real_kind(g.real_path(path)) in ("file", "other"):
                 return True
         return False
 

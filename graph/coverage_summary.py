@@ -62,3 +62,28 @@ def merge(base: Summary, hidden: Iterable[tuple[str | None, str, str | None]], o
             elif c.get(status):
                 _count(cov, lang, status, None, c[status])
     return _tidy(cov)
+
+
+def split(summary: Summary) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, dict[str, int]]]]:
+    """The counts (the catalog entry's ``coverage``, SPEC §16 keys, integers only) and the
+    breakdown (its ``coverage_causes``), stored apart."""
+    counts = {lang: {k: c.get(k, 0) for k in STATUSES} for lang, c in summary.items()}
+    causes = {lang: {key: dict(c[key]) for key in BREAKDOWN.values() if c.get(key)}
+              for lang, c in summary.items()}
+    return counts, {lang: c for lang, c in causes.items() if c}
+
+
+def join(counts: Any, causes: Any) -> Summary:
+    """The summary again; the catalog is untrusted, so a malformed breakdown is dropped."""
+    out: Summary = {lang: dict(c) for lang, c in (counts or {}).items() if isinstance(c, dict)}
+    if not isinstance(causes, dict):
+        return out
+    for lang, c in causes.items():
+        if lang not in out or not isinstance(c, dict):
+            continue
+        for key in BREAKDOWN.values():
+            why = c.get(key)
+            if isinstance(why, dict) and all(isinstance(r, str) and isinstance(n, int)
+                                             and not isinstance(n, bool) for r, n in why.items()):
+                out[lang][key] = dict(why)
+    return out

@@ -39,6 +39,13 @@ class CurrentState:
     def workdir(self) -> str | None:
         return self.repo.workdir
 
+    def snapshot_state_text(self) -> str:
+        """``not built``, ``building``, or ``failed: <reason>`` — for error lines."""
+        if not self.entry:
+            return "not built"
+        state = self.entry.get("state", "?")
+        return f"{state}: {self.entry['reason']}" if self.entry.get("reason") else state
+
     def token(self) -> tuple[str, str | None, str]:
         """What must not change during a read (racing check)."""
         fp = self.state.dirty_fingerprint if self.state else None

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import blake3
 
-CGS_RE = re.compile(r"^cgs_[0-9a-f]{32}$")
-CGR_RE = re.compile(r"^cgr_([0-9a-f]{16})_([0-9a-f]{32})$")
+CGS_RE = re.compile(r"^cgs_[0-9a-f]{32}\Z")
+CGR_RE = re.compile(r"^cgr_([0-9a-f]{16})_([0-9a-f]{32})\Z")
 
 
 def symbol_handle(path: str, language: str, kind: str, qualified_name: str, ordinal: int) -> str:

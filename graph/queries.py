@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from citegraph.graph import coverage_summary
 from citegraph.graph.current import CurrentState, current_state
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.graph.store import Home
@@ -22,7 +23,8 @@ def status(path: str | os.PathLike[str], home: Home) -> dict[str, Any]:
     for e in cur.store.entries():
         snaps.append({k: e.get(k) for k in ("snapshot_id", "state", "kind", "commit", "dirty_fingerprint",
                                              "files", "symbols", "published_at", "reason")})
-    coverage = cur.entry.get("coverage") if cur.exact_current and cur.entry else None
+    coverage = (coverage_summary.join(cur.entry.get("coverage"), cur.entry.get("coverage_causes"))
+                if cur.exact_current and cur.entry and cur.entry.get("coverage") is not None else None)
     partial = partial_files(cur) if coverage and any(c.get("partial") for c in coverage.values()) else []
     return {
         "repository_id": cur.identity.repository_id,
@@ -52,7 +54,7 @@ def partial_files(cur: CurrentState, limit: int = PARTIAL_LISTED) -> list[dict[s
 
 def require_current(cur: CurrentState) -> None:
     if not cur.exact_current:
-        state = cur.entry["state"] if cur.entry else "not built"
+        state = cur.snapshot_state_text()
         raise CitegraphError(
             f"no exact-current snapshot for this repository state ({state})",
             "run citegraph index first", code=1, retryable=True)

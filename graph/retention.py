@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from citegraph.graph.store import Home, atomic_write_json, pid_alive
+from citegraph.graph.store import Home, RepoStore, atomic_write_json, pid_alive
 from citegraph.indexer.errors import CitegraphError
 
 KEEP_LAST = 5
@@ -43,38 +43,59 @@ def _exact_current_ids(home: Home, worktrees: list[str]) -> set[str]:
 
 
 def collect(home: Home, keep_last: int = KEEP_LAST, dry_run: bool = False) -> dict[str, list[str]]:
-    """Retire snapshots outside the policy; returns {"retired": [...], "kept": [...]}."""
-    retired, kept = [], []
+    """Retire snapshots outside the policy; returns {"retired": [...], "kept": [...],
+    "busy": [...]}. Each repository is collected under its build lock, so a build never
+    loses a file it is publishing; a repository whose build is running is skipped (busy)."""
+    retired: list[str] = []
+    kept: list[str] = []
+    busy: list[str] = []
     pins = pinned_ids(home)
     for rid in home.repo_ids():
         rs = home.repo(rid)
-        keep = pins | _exact_current_ids(home, rs.repo_info().get("worktrees", []))
-        ready = [e for e in rs.entries() if e["state"] == "ready"]
-        ready.sort(key=lambda e: e.get("published_at", 0), reverse=True)
-        keep |= {e["snapshot_id"] for e in ready[:keep_last]}
-        # A delta snapshot is read through its full base: keep the bases of kept ones.
-        keep |= {e["base"] for e in ready if e["snapshot_id"] in keep and e.get("base")}
-        for e in rs.entries():
-            sid = e["snapshot_id"]
-            if e["state"] == "ready" and sid not in keep:
-                if not dry_run:
-                    rs.snapshot_path(sid).unlink(missing_ok=True)
-                    e["state"] = "retired"
-                    rs.write_entry(e)
-                retired.append(sid)
-            elif e["state"] == "failed" and not dry_run:
+        try:
+            with rs.build_lock(wait_s=LOCK_WAIT_S):
+                _collect_repo(home, rs, pins, keep_last, dry_run, retired, kept)
+        except CitegraphError as err:
+            if err.kind != "busy":
+                raise
+            busy.append(rid)
+    return {"retired": sorted(retired), "kept": sorted(kept), "busy": busy}
+
+
+LOCK_WAIT_S = 2.0
+
+
+def _collect_repo(home: Home, rs: RepoStore, pins: set[str], keep_last: int, dry_run: bool,
+                  retired: list[str], kept: list[str]) -> None:
+    keep = pins | _exact_current_ids(home, rs.repo_info().get("worktrees", []))
+    ready = [e for e in rs.entries() if e["state"] == "ready"]
+    ready.sort(key=lambda e: e.get("published_at", 0), reverse=True)
+    keep |= {e["snapshot_id"] for e in ready[:keep_last]}
+    # A delta snapshot is read through its full base: keep the bases of kept ones.
+    keep |= {e["base"] for e in ready if e["snapshot_id"] in keep and e.get("base")}
+    for e in rs.entries():
+        sid = e["snapshot_id"]
+        if e["state"] == "ready" and sid not in keep:
+            if not dry_run:
+                rs.snapshot_path(sid).unlink(missing_ok=True)
+                e["state"] = "retired"
+                rs.write_entry(e)
+            retired.append(sid)
+        elif e["state"] == "failed":
+            # A failed build, or a snapshot found damaged: its file (if any) goes too.
+            if not dry_run:
+                rs.snapshot_path(sid).unlink(missing_ok=True)
                 rs.catalog_path(sid).unlink(missing_ok=True)
-                retired.append(sid)
-            elif e["state"] == "ready":
-                kept.append(sid)
-        for tmp in (rs.root / "tmp").glob("*.duckdb*") if (rs.root / "tmp").exists() else []:
-            if tmp.name.startswith("empty-v"):
-                continue  # the schema template of new snapshot files
-            pid = _pid_of_tmp(tmp)
-            if pid is None or not pid_alive(pid):
-                if not dry_run:
-                    tmp.unlink(missing_ok=True)
-    return {"retired": sorted(retired), "kept": sorted(kept)}
+            retired.append(sid)
+        elif e["state"] == "ready":
+            kept.append(sid)
+    for tmp in (rs.root / "tmp").glob("*.duckdb*") if (rs.root / "tmp").exists() else []:
+        if tmp.name.startswith("empty-v"):
+            continue  # the schema template of new snapshot files
+        pid = _pid_of_tmp(tmp)
+        if pid is None or not pid_alive(pid):
+            if not dry_run:
+                tmp.unlink(missing_ok=True)
 
 
 def _pid_of_tmp(path: Path) -> int | None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-SNAPSHOT_SCHEMA_VERSION = 3
-FACTS_SCHEMA_VERSION = 3
+SNAPSHOT_SCHEMA_VERSION = 4  # 3: escaped (stored) paths, not-regular rows; 4: damage regions
+FACTS_SCHEMA_VERSION = 3  # 3: damage regions
 
 SNAPSHOT_DDL = """
 CREATE TABLE meta(key VARCHAR PRIMARY KEY, value VARCHAR);

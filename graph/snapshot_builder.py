@@ -13,6 +13,7 @@ import contextlib
 import os
 import shutil
 import signal
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -38,13 +39,15 @@ from citegraph.graph.schema import (
     SNAPSHOT_SCHEMA_VERSION,
     SYMBOL_COLUMNS,
 )
-from citegraph.graph.store import Home, RepoStore
+from citegraph.graph.store import Home, RepoStore, process_start
 from citegraph.indexer import gitrepo
 from citegraph.indexer.blob_facts import facts_for_blob
 from citegraph.indexer.config import CONFIG_FILE, IndexConfig, parse_config
 from citegraph.indexer.errors import CitegraphError
 from citegraph.indexer.extract import EXTRACTOR_VERSION
 from citegraph.indexer.languages import language_for_path
+from citegraph.indexer.paths import fs_path, is_undecodable, stored_path
+from citegraph.indexer.worktree import MODE_NOT_REGULAR, WorktreeReader
 
 BATCH_FILES = 2048
 POOL_THRESHOLD = 48  # blobs to extract before a process pool pays for itself
@@ -139,10 +142,39 @@ class Extracted:
     damage: Columns = field(default_factory=lambda: empty_columns(DAMAGE_COLUMNS))
 
 
-def _worker_init(repo_path: str) -> None:
+def _worker_init(repo_path: str, parent_pid: int) -> None:
+    """``parent_pid``: the forking builder (fork), or 0 when the parent is a fork server."""
     global _WORKER_REPO
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
+    die_with_parent(parent_pid or os.getppid())
     _WORKER_REPO = pygit2.Repository(repo_path)
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Make this (forked) worker die when its parent does, however the parent died.
+
+    Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``; elsewhere a daemon thread polls the
+    parent pid. Checked once more after arming: a parent that died before is noticed."""
+    armed = False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        armed = libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        armed = False
+    if not armed:
+        def watch() -> None:
+            while os.getppid() == parent_pid:
+                time.sleep(0.5)
+            os._exit(1)
+
+        threading.Thread(target=watch, daemon=True, name="citegraph-parent-watch").start()
+    if os.getppid() != parent_pid:
+        os._exit(1)
 
 
 def _extract_batch(batch: list[Job]) -> list[Extracted]:
@@ -185,7 +217,10 @@ class _Target:
     snapshot_id: str
 
 
-def resolve_target(repo_path: str | os.PathLike[str], rev: str | None = None) -> _Target:
+def resolve_target(repo_path: str | os.PathLike[str], rev: str | None = None,
+                   state: gitrepo.WorktreeState | None = None) -> _Target:
+    """What a build (or a read) is about: the commit of ``rev``, or the worktree's state —
+    scanned now, or ``state`` as the resident service already knows it."""
     repo = gitrepo.open_repository(repo_path)
     identity = gitrepo.repository_identity(repo)
     if rev is not None:
@@ -193,7 +228,8 @@ def resolve_target(repo_path: str | os.PathLike[str], rev: str | None = None) ->
         state = None
     else:
         gitrepo.workdir(repo)
-        state = gitrepo.worktree_state(repo)
+        if state is None:
+            state = gitrepo.worktree_state(repo)
         commit = state.head
     config = parse_config(gitrepo.commit_tree_file(repo, commit, CONFIG_FILE), CONFIG_FILE)
     fp = state.dirty_fingerprint if state else None
@@ -203,10 +239,16 @@ def resolve_target(repo_path: str | os.PathLike[str], rev: str | None = None) ->
 
 def build_snapshot(repo_path: str | os.PathLike[str], home: Home, rev: str | None = None,
                    progress: ProgressFn | None = None, jobs: int | None = None,
-                   on_wait: Callable[[], None] | None = None) -> BuildResult:
-    """Build (or reuse) the snapshot of the worktree's state, or of ``rev``; publish it."""
+                   on_wait: Callable[[], None] | None = None,
+                   state: gitrepo.WorktreeState | None = None,
+                   pool_context: str = "fork") -> BuildResult:
+    """Build (or reuse) the snapshot of the worktree's state (``state`` when the caller
+    already knows it, else scanned), or of ``rev``; publish it. ``pool_context`` is the
+    multiprocessing start method of the extraction pool: ``fork`` for a one-shot command,
+    ``forkserver`` in a multi-threaded process (the service), where a fork could copy a
+    lock another thread holds."""
     t0 = time.perf_counter()
-    target = resolve_target(repo_path, rev)
+    target = resolve_target(repo_path, rev, state)
     rs = home.repo(target.identity.repository_id)
     rs.ensure()
     info: dict[str, Any] = {"repository_id": target.identity.repository_id,
@@ -224,10 +266,11 @@ def build_snapshot(repo_path: str | os.PathLike[str], home: Home, rev: str | Non
         if existing and existing["state"] == "ready":
             return _result(target, existing, True, time.perf_counter() - t0, stats)
         entry = _base_entry(target)
-        entry.update(state="building", pid=os.getpid(), created_at=time.time())
+        entry.update(state="building", pid=os.getpid(), pid_start=process_start(os.getpid()),
+                     created_at=time.time())
         rs.write_entry(entry)
         try:
-            summary = _assemble(target, rs, stats, progress, jobs)
+            summary = _assemble(target, rs, stats, progress, jobs, pool_context)
         except BaseException as exc:
             entry.update(state="failed", reason=_failure_reason(exc), finished_at=time.time())
             try:
@@ -237,6 +280,7 @@ def build_snapshot(repo_path: str | os.PathLike[str], home: Home, rev: str | Non
             raise
         entry.update(state="ready", published_at=time.time(), **summary)
         entry.pop("pid", None)
+        entry.pop("pid_start", None)
         rs.write_entry(entry)
         _checkpoint("published", stats)
     return _result(target, entry, False, time.perf_counter() - t0, stats)
@@ -285,7 +329,7 @@ def _result(target: _Target, entry: dict[str, Any], reused: bool, seconds: float
         reused=reused,
         files=int(entry.get("files", 0)),
         symbols=int(entry.get("symbols", 0)),
-        coverage=entry.get("coverage", {}),
+        coverage=coverage_summary.join(entry.get("coverage"), entry.get("coverage_causes")),
         seconds=seconds,
         content_id=entry.get("content_id", ""),
         stats=stats,
@@ -294,28 +338,26 @@ def _result(target: _Target, entry: dict[str, Any], reused: bool, seconds: float
 
 def _dirty_entries(target: _Target, paths: set[str] | None = None
                    ) -> tuple[dict[str, gitrepo.InventoryEntry | None], dict[str, bytes]]:
-    """The worktree's dirty paths (None = deleted), read and checked against the state."""
+    """The worktree's dirty paths (None = deleted), read again through the worktree
+    reader (bytes kept up to the size cap) and checked against the state."""
     out: dict[str, gitrepo.InventoryEntry | None] = {}
     contents: dict[str, bytes] = {}
     if not (target.state and target.state.dirty):
         return out, contents
-    root = gitrepo.workdir(target.repo)
-    for path, blob in target.state.dirty_paths:
-        if paths is not None and path not in paths:
-            continue
-        if blob is None:
-            out[path] = None
-            continue
-        try:
-            now_blob, data, mode = gitrepo.hash_worktree_file(root / path)
-        except OSError:
-            now_blob, data, mode = None, None, 0
-        if now_blob != blob:
-            raise CitegraphError(f"{path}: changed while the snapshot was being built",
-                                 "run citegraph index again", code=1, retryable=True)
-        out[path] = gitrepo.InventoryEntry(path, blob, mode, dirty=True)
-        if data is not None:
-            contents[blob] = data
+    with WorktreeReader(gitrepo.workdir(target.repo), keep_bytes=target.config.max_file_bytes) as reader:
+        for path, blob in target.state.dirty_paths:
+            if paths is not None and path not in paths:
+                continue
+            if blob is None:
+                out[path] = None
+                continue
+            found = reader.read(fs_path(path))
+            if found.blob_id != blob:
+                raise CitegraphError(f"{path}: changed while the snapshot was being built",
+                                     "run citegraph index again", code=1, retryable=True)
+            out[path] = gitrepo.InventoryEntry(path, blob, found.mode, dirty=True)
+            if found.data is not None:
+                contents[blob] = found.data
     return out, contents
 
 
@@ -350,10 +392,17 @@ def _classify(rows: list[_FileRow], target: _Target, contents: dict[str, bytes])
         e = r.entry
         if e.mode == gitrepo.MODE_SYMLINK:
             r.status, r.reason = "skipped", "symlink"
+        elif e.mode == MODE_NOT_REGULAR:
+            r.status, r.reason = "skipped", "not-regular"
+        elif is_undecodable(e.path):
+            r.status, r.reason = "skipped", "undecodable-path"
         elif e.mode == gitrepo.MODE_GITLINK:
             r.status, r.reason = "skipped", "submodule"
         elif target.config.excluded(e.path):
             r.status, r.reason = "skipped", "excluded"
+        elif e.dirty and e.blob_id not in contents:
+            # The worktree reader keeps the bytes of every regular file up to the cap.
+            r.status, r.reason = "skipped", "too-large"
 
 
 def _sql_str(path: Path) -> str:
@@ -503,8 +552,8 @@ def _delta_plan(target: _Target, rs: RepoStore, base: dict[str, Any], out: duckd
         return None
     changed: set[str] = set()
     for d in diff.deltas:
-        changed.add(d.old_file.path)
-        changed.add(d.new_file.path)
+        changed.add(stored_path(d.old_file.path))
+        changed.add(stored_path(d.new_file.path))
     try:
         out.execute(f"ATTACH {_sql_str(rs.snapshot_path(base['snapshot_id']))} AS base (READ_ONLY)")
         # Dirty rows, and transient skips (a blob missing then, a parse that timed out),
@@ -532,7 +581,7 @@ def _delta_plan(target: _Target, rs: RepoStore, base: dict[str, Any], out: duckd
             entry = dirty[path]
         else:
             try:
-                te = new[path]
+                te = new[fs_path(path)]
                 entry = None if te.filemode == pygit2.GIT_FILEMODE_TREE else \
                     gitrepo.InventoryEntry(path, str(te.id), int(te.filemode))
             except KeyError:
@@ -551,7 +600,7 @@ def _delta_plan(target: _Target, rs: RepoStore, base: dict[str, Any], out: duckd
 
 
 def _assemble(target: _Target, rs: RepoStore, stats: BuildStats, progress: ProgressFn | None,
-              jobs: int | None) -> dict[str, Any]:
+              jobs: int | None, pool_context: str = "fork") -> dict[str, Any]:
     _checkpoint("inventory", stats)
     tmp = rs.root / "tmp" / f"{target.snapshot_id}.{os.getpid()}.duckdb"
     tmp.unlink(missing_ok=True)
@@ -572,7 +621,7 @@ def _assemble(target: _Target, rs: RepoStore, stats: BuildStats, progress: Progr
         stats.copied_files = base_files - len(plan.base_rows)
         sink = _Sink(out)
         _checkpoint("extract", stats)
-        new_keys = _fill(need, target, plan.contents, out, sink, stats, progress, jobs, len(rows))
+        new_keys = _fill(need, target, plan.contents, out, sink, stats, progress, jobs, len(rows), pool_context)
         sink.flush()
         _checkpoint("write", stats)
         fcols = empty_columns(FILE_COLUMNS)
@@ -601,7 +650,8 @@ def _assemble(target: _Target, rs: RepoStore, stats: BuildStats, progress: Progr
                                           "ON s.path = o.path").fetchall()[0][0]
             n_symbols = int(b.get("symbols", 0)) - hidden_syms + own_symbols
             n_files = base_files - len(plan.base_rows) + len(rows)
-            coverage = _merge_coverage(b.get("coverage", {}), plan.base_rows, coverage)
+            coverage = _merge_coverage(coverage_summary.join(b.get("coverage"), b.get("coverage_causes")),
+                                       plan.base_rows, coverage)
             out.execute("DETACH base")
         else:
             total, n_symbols, n_files = own_sum, own_symbols, len(rows)
@@ -632,10 +682,14 @@ def _assemble(target: _Target, rs: RepoStore, stats: BuildStats, progress: Progr
     finally:
         os.close(dir_fd)
     summary: dict[str, Any] = {
-        "files": n_files, "symbols": int(n_symbols), "coverage": coverage, "content_id": content_id,
+        "bytes": os.stat(rs.snapshot_path(target.snapshot_id)).st_size,
+        "files": n_files, "symbols": int(n_symbols), "content_id": content_id,
         "content_sum": f"{total:032x}", "inventory_complete": plan.inventory_complete,
         "layout": "delta" if plan.base else "full",
     }
+    # counts under SPEC §16's keys; why files are not indexed apart (the catalog checks
+    # that coverage holds integers only)
+    summary["coverage"], summary["coverage_causes"] = coverage_summary.split(coverage)
     if plan.base:
         summary["base"] = plan.base["snapshot_id"]
     return summary
@@ -646,7 +700,7 @@ def _merge_coverage(base: dict[str, dict[str, Any]], hidden: list[tuple], own: d
     return coverage_summary.merge(base, [(h[2], h[3], h[4]) for h in hidden], own)
 
 
-PATH_REASONS = ("symlink", "submodule", "excluded")
+PATH_REASONS = ("symlink", "submodule", "excluded", "not-regular", "undecodable-path", "too-large")
 
 
 def _coverage(rows: list[_FileRow]) -> dict[str, dict[str, Any]]:
@@ -656,8 +710,8 @@ def _coverage(rows: list[_FileRow]) -> dict[str, dict[str, Any]]:
 
 
 def _fill(need: list[_FileRow], target: _Target, contents: dict[str, bytes], out: duckdb.DuckDBPyConnection,
-          sink: _Sink, stats: BuildStats, progress: ProgressFn | None, jobs: int | None, total: int
-          ) -> list[tuple[str, str, str]]:
+          sink: _Sink, stats: BuildStats, progress: ProgressFn | None, jobs: int | None, total: int,
+          pool_context: str = "fork") -> list[tuple[str, str, str]]:
     """Give every row in ``need`` its status and rows: from the facts cache or by extracting.
     Returns the (blob, language, origin path) keys extracted now, for the cache."""
     done = total - len(need)
@@ -725,8 +779,8 @@ def _fill(need: list[_FileRow], target: _Target, contents: dict[str, bytes], out
     if workers > 1 and len(jobs_list) >= POOL_THRESHOLD:
         import multiprocessing as mp
 
-        pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"), initializer=_worker_init,
-                                   initargs=(target.repo.path,))
+        pool = ProcessPoolExecutor(workers, mp_context=mp.get_context(pool_context), initializer=_worker_init,
+                                   initargs=(target.repo.path, os.getpid() if pool_context == "fork" else 0))
         try:
             for batch in pool.map(_extract_batch, chunks):
                 for ex in batch:

@@ -16,6 +16,7 @@ import pygit2
 from citegraph.graph.schema import SNAPSHOT_SCHEMA_VERSION
 from citegraph.graph.store import RepoStore
 from citegraph.indexer.errors import CitegraphError
+from citegraph.indexer.worktree import NULL_BLOB
 
 SYMBOL_FIELDS = ("handle", "path", "language", "kind", "name", "qualified_name", "ordinal",
                  "start_byte", "end_byte", "start_line", "end_line", "parent_handle",
@@ -43,15 +44,25 @@ class Snapshot:
         d, b = f"snap_d{n}", f"snap_b{n}"
         aliases = [d]
         try:
-            _attach(con, d, rs.snapshot_path(snapshot_id), snapshot_id, wait_s)
+            try:
+                _attach(con, d, rs.snapshot_path(snapshot_id), snapshot_id, wait_s)
+            except DamagedSnapshot as exc:
+                rs.mark_failed(snapshot_id, exc.what, entry.get("published_at"))
+                raise
             base = entry.get("base")
             if base:
                 bentry = rs.entry(base)
                 if not bentry or bentry.get("state") != "ready":
-                    raise CitegraphError(f"snapshot {snapshot_id} lacks its base {base}",
-                                         "run citegraph index to rebuild it", code=3)
+                    rs.mark_failed(snapshot_id, f"base snapshot {base} is not usable", entry.get("published_at"))
+                    raise CitegraphError(f"snapshot {snapshot_id} lacks its base {base}; it is marked failed",
+                                         "run citegraph index to rebuild it", code=1, retryable=True)
                 aliases.append(b)
-                _attach(con, b, rs.snapshot_path(base), base, wait_s)
+                try:
+                    _attach(con, b, rs.snapshot_path(base), base, wait_s)
+                except DamagedSnapshot as exc:
+                    rs.mark_failed(base, exc.what, bentry.get("published_at"))
+                    rs.mark_failed(snapshot_id, f"base snapshot {base} is damaged", entry.get("published_at"))
+                    raise
                 for t in LAYERED_TABLES:
                     con.execute(f"CREATE TEMP VIEW {t} AS SELECT * FROM {d}.{t} UNION ALL SELECT x.* FROM {b}.{t} x "
                                 f"WHERE NOT EXISTS (SELECT 1 FROM {d}.overrides o WHERE o.path = x.path)")
@@ -106,7 +117,10 @@ class Snapshot:
             [name, name, f"%.{name}", name, limit])
 
     def blob_bytes(self, blob_id: str) -> bytes | None:
-        """File bytes by blob id: dirty overlay contents first, then the object database."""
+        """File bytes by blob id: dirty overlay contents first, then the object database.
+        A FIFO, socket or device in the worktree (NULL_BLOB) holds no bytes."""
+        if blob_id == NULL_BLOB:
+            return b""
         rows = self.query("SELECT data FROM contents WHERE blob_id = ?", [blob_id])
         if rows:
             return bytes(rows[0][0])
@@ -180,8 +194,13 @@ def _attach(con: duckdb.DuckDBPyConnection, alias: str, path: object, snapshot_i
             f"schema {SNAPSHOT_SCHEMA_VERSION}", "run citegraph index to build the current layout", code=3)
 
 
+class DamagedSnapshot(CitegraphError):
+    """A published snapshot file that cannot be read as published (marked failed)."""
+
+
 def _corrupt(snapshot_id: str, path: object, why: str) -> CitegraphError:
-    # The catalog still says ready, so index would reuse the entry; once the file is
-    # gone the entry reads as failed and the next index rebuilds it.
-    return CitegraphError(f"snapshot {snapshot_id} is corrupt or foreign ({path}: {why})",
-                          f"delete {path} and run citegraph index to rebuild it", code=3)
+    # The reader marks the catalog entry failed: the next index rebuilds it, gc removes it.
+    err = DamagedSnapshot(f"snapshot {snapshot_id} is damaged ({why}); it is marked failed",
+                          "run citegraph index to rebuild it", code=1, retryable=True)
+    err.what = f"snapshot file damaged ({why})"
+    return err

@@ -22,6 +22,7 @@ import errno
 import fcntl
 import json
 import os
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -47,14 +48,70 @@ def atomic_write_json(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def pid_alive(pid: int) -> bool:
+STATES = ("building", "ready", "failed", "retired")
+_ENTRY_TYPES: dict[str, tuple[type, ...]] = {
+    "repository_id": (str,), "kind": (str,), "commit": (str,), "extractor_version": (str,),
+    "config": (str,), "schema_version": (int,), "files": (int,), "symbols": (int,), "bytes": (int,),
+    "content_id": (str,), "content_sum": (str,), "layout": (str,), "base": (str,), "pid": (int,), "pid_start": (str,),
+    "created_at": (int, float), "published_at": (int, float), "inventory_complete": (bool,),
+    "coverage": (dict,), "reason": (str,), "dirty_fingerprint": (str,),
+}
+
+
+def entry_problem(data: Any, snapshot_id: str) -> str | None:
+    """Why a catalog entry (untrusted JSON) cannot be used, or None."""
+    if not isinstance(data, dict):
+        return "malformed catalog entry (not an object)"
+    if data.get("snapshot_id") != snapshot_id:
+        return "malformed catalog entry (snapshot id does not match its file)"
+    if data.get("state") not in STATES:
+        return "malformed catalog entry (state)"
+    for key, types in _ENTRY_TYPES.items():
+        value = data.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            return f"malformed catalog entry ({key})"
+    cov = data.get("coverage")
+    if cov is not None and not all(isinstance(c, dict) and all(isinstance(n, int) and not isinstance(n, bool)
+                                                               for n in c.values()) for c in cov.values()):
+        return "malformed catalog entry (coverage)"
+    return None
+
+
+def _failed_stub(snapshot_id: str, repository_id: str, reason: str) -> dict[str, Any]:
+    return {"snapshot_id": snapshot_id, "repository_id": repository_id, "state": "failed", "reason": reason}
+
+
+def process_start(pid: int) -> str | None:
+    """The start time of process ``pid`` (Linux ``/proc``), to tell a reused pid apart;
+    None where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return fields[19].decode()
+    except (OSError, IndexError):
+        return None
+
+
+def pid_alive(pid: int, start: str | None = None) -> bool:
+    """Is ``pid`` a live (not zombie) process — the same one that started at ``start``?"""
+    if not isinstance(pid, int) or pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return True  # no /proc: trust kill(0)
+    if fields[0] in (b"Z", b"X"):
+        return False
+    return start is None or fields[19].decode() == start
 
 
 @dataclass(frozen=True)
@@ -117,18 +174,61 @@ class RepoStore:
         return self.root / "facts.duckdb"
 
     def entry(self, snapshot_id: str) -> dict[str, Any] | None:
-        """The catalog entry with its effective state (a dead builder's entry is failed)."""
+        """The catalog entry with its effective state.
+
+        The data home is untrusted (SPEC §12.1): an entry that is malformed, whose
+        builder died, whose file is missing or not the size published, or whose base is
+        not ready reads as ``failed`` — never as ready — and a ready entry found damaged
+        is marked ``failed`` in the catalog then and there (``index`` rebuilds it, ``gc``
+        removes it)."""
         try:
             data = json.loads(self.catalog_path(snapshot_id).read_text(encoding="utf-8"))
-        except (FileNotFoundError, json.JSONDecodeError):
+        except FileNotFoundError:
             return None
-        if data.get("state") == "building" and not pid_alive(int(data.get("pid", 0))):
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+            return _failed_stub(snapshot_id, self.repository_id, "unreadable catalog entry")
+        problem = entry_problem(data, snapshot_id)
+        if problem:
+            return _failed_stub(snapshot_id, self.repository_id, problem)
+        if data["state"] == "building" and not pid_alive(data.get("pid", 0), data.get("pid_start")):
             data["state"] = "failed"
             data["reason"] = "interrupted"
-        if data.get("state") == "ready" and not self.snapshot_path(snapshot_id).exists():
-            data["state"] = "failed"
-            data["reason"] = "snapshot file missing"
+        if data["state"] == "ready":
+            damage = self._damage(data)
+            if damage:
+                self.mark_failed(snapshot_id, damage, data.get("published_at"))
+                data["state"] = "failed"
+                data["reason"] = damage
         return data
+
+    def _damage(self, data: dict[str, Any]) -> str | None:
+        """Why a ready entry cannot be read as published (cheap checks: stats only)."""
+        try:
+            size = os.stat(self.snapshot_path(data["snapshot_id"])).st_size
+        except OSError:
+            return "snapshot file missing"
+        if isinstance(data.get("bytes"), int) and size != data["bytes"]:
+            return f"snapshot file damaged (size {size}, published {data['bytes']})"
+        base = data.get("base")
+        if base:
+            bentry = self.entry(base) if base != data["snapshot_id"] else None
+            if bentry is None or bentry.get("state") != "ready" or bentry.get("base"):
+                why = bentry.get("reason") if bentry else "missing"
+                return f"base snapshot {base} is not usable ({why})"
+        return None
+
+    def mark_failed(self, snapshot_id: str, reason: str, published_at: Any = None) -> None:
+        """Record that a ready snapshot was found damaged, unless it was republished
+        meanwhile (its ``published_at`` changed)."""
+        try:
+            data = json.loads(self.catalog_path(snapshot_id).read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            return
+        if not isinstance(data, dict) or data.get("state") != "ready" or data.get("published_at") != published_at:
+            return
+        data.update(state="failed", reason=reason, failed_at=time.time())
+        with contextlib.suppress(OSError):
+            self.write_entry(data)
 
     def entries(self) -> list[dict[str, Any]]:
         cat = self.root / "catalog"
@@ -166,26 +266,56 @@ class RepoStore:
 
     @contextlib.contextmanager
     def build_lock(self, wait_s: float = 600.0, on_wait: Any = None) -> Iterator[None]:
-        """One builder per repository; waits (bounded) for another build to finish."""
+        """One builder per repository; waits (bounded) for another build to finish.
+
+        A POSIX record lock (``lockf``), not ``flock``: it belongs to the process, is never
+        inherited by forked extraction workers, and the kernel drops it the moment its
+        owner dies, so a killed build's lock is taken over at once. POSIX locks do not
+        exclude threads of one process, so a per-path thread lock is taken first. The
+        file records the owner's pid (for diagnostics only)."""
         self.ensure()
-        fd = os.open(self.root / "build.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        path = self.root / "build.lock"
+        tlock = _thread_lock(str(path))
+        deadline = time.monotonic() + wait_s
+        told = False
+
+        def waiting() -> None:
+            nonlocal told
+            if time.monotonic() > deadline:
+                raise CitegraphError("another build of this repository is still running",
+                                     "wait for it or retry later", code=1, retryable=True, kind="busy")
+            if on_wait and not told:
+                on_wait()
+                told = True
+            time.sleep(0.05)
+
+        while not tlock.acquire(timeout=0.05):
+            waiting()
         try:
-            deadline = time.monotonic() + wait_s
-            told = False
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except OSError as exc:
-                    if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-                        raise
-                    if time.monotonic() > deadline:
-                        raise CitegraphError("another build of this repository is still running",
-                                             "wait for it or retry later", code=1, retryable=True) from None
-                    if on_wait and not told:
-                        on_wait()
-                        told = True
-                    time.sleep(0.05)
-            yield
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                while True:
+                    try:
+                        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except OSError as exc:
+                        if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                            raise
+                        waiting()
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, 0)
+                    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+                yield
+            finally:
+                os.close(fd)  # releases the record lock
         finally:
-            os.close(fd)
+            tlock.release()
+
+
+_THREAD_LOCKS: dict[str, threading.Lock] = {}
+_THREAD_LOCKS_GUARD = threading.Lock()
+
+
+def _thread_lock(key: str) -> threading.Lock:
+    with _THREAD_LOCKS_GUARD:
+        return _THREAD_LOCKS.setdefault(key, threading.Lock())

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,8 +16,10 @@ import blake3
 import pygit2
 
 from citegraph.indexer.errors import CitegraphError
+from citegraph.indexer.paths import fs_path, stored_path
+from citegraph.indexer.worktree import MODE_SYMLINK as MODE_SYMLINK
+from citegraph.indexer.worktree import WorktreeReader
 
-MODE_SYMLINK = 0o120000
 MODE_GITLINK = 0o160000
 
 
@@ -100,11 +101,12 @@ def repository_identity(repo: pygit2.Repository) -> RepoIdentity:
         norm, hosted = normalise_remote_url(url)
         kind = "remote" if hosted else "local"
         return RepoIdentity(blake3.blake3(norm.encode()).hexdigest(16), kind, norm)
-    common = os.path.realpath(_common_dir(repo))
+    common = os.path.realpath(common_dir(repo))
     return RepoIdentity(blake3.blake3(common.encode()).hexdigest(16), "local", common)
 
 
-def _common_dir(repo: pygit2.Repository) -> str:
+def common_dir(repo: pygit2.Repository) -> str:
+    """The shared git directory (a linked worktree's points home; else the git dir)."""
     # For a linked worktree, repo.path is .git/worktrees/<name>/; commondir points home.
     gitdir = Path(repo.path)
     cd = gitdir / "commondir"
@@ -144,41 +146,33 @@ def resolve_rev(repo: pygit2.Repository, rev: str) -> str:
     return str(commit.id)
 
 
-def hash_worktree_file(full: Path) -> tuple[str, bytes | None, int]:
-    """(blob id, content or None for a symlink/unreadable, mode) of a worktree path."""
-    st = os.lstat(full)
-    if stat.S_ISLNK(st.st_mode):
-        target = os.readlink(full).encode("utf-8", "surrogateescape")
-        return str(pygit2.hash(target)), None, MODE_SYMLINK
-    data = full.read_bytes()
-    mode = 0o100755 if st.st_mode & 0o111 else 0o100644
-    return str(pygit2.hash(data)), data, mode
-
-
 def worktree_state(repo: pygit2.Repository) -> WorktreeState:
-    """HEAD and the dirty fingerprint (blake3 over sorted (path, content hash))."""
+    """HEAD and the dirty fingerprint (blake3 over sorted (path, content hash)).
+
+    ``git status`` semantics (libgit2) name the dirty paths; their content is read only
+    through the worktree reader (never following a symlink, never opening a FIFO or a
+    device, nothing outside the worktree). Paths are stored paths (indexer.paths)."""
     head = head_commit(repo)
     root = workdir(repo)
     status = repo.status(untracked_files="all", ignored=False)
     dirty: list[tuple[str, str | None]] = []
-    for path, flags in status.items():
-        if flags & pygit2.GIT_STATUS_IGNORED or flags == pygit2.GIT_STATUS_CURRENT:
-            continue
-        full = root / path
-        if os.path.lexists(full) and not os.path.isdir(full) or os.path.islink(full):
-            try:
-                blob, _, _ = hash_worktree_file(full)
-            except OSError:
-                blob = None
-        else:
-            blob = None
-        dirty.append((path, blob))
+    with WorktreeReader(root) as reader:
+        for path, flags in status.items():
+            if flags & pygit2.GIT_STATUS_IGNORED or flags == pygit2.GIT_STATUS_CURRENT:
+                continue
+            found = reader.read(path)
+            dirty.append((stored_path(path), found.blob_id))
+    return state_from_dirty(head, dirty)
+
+
+def state_from_dirty(head: str, dirty: list[tuple[str, str | None]]) -> WorktreeState:
+    """The worktree state of HEAD plus ``dirty`` ((stored path, blob id or None) pairs)."""
     if not dirty:
         return WorktreeState(head, None, ())
-    dirty.sort()
+    dirty = sorted(dirty)
     h = blake3.blake3()
     for path, blob in dirty:
-        h.update(path.encode("utf-8", "surrogateescape") + b"\0" + (blob or "deleted").encode() + b"\n")
+        h.update(path.encode("utf-8") + b"\0" + (blob or "deleted").encode() + b"\n")
     return WorktreeState(head, h.hexdigest(16), tuple(dirty))
 
 
@@ -203,7 +197,7 @@ def commit_inventory(repo: pygit2.Repository, commit: str) -> tuple[list[Invento
                     continue
                 walk(sub, path + "/")
             else:
-                out.append(InventoryEntry(path, str(e.id), int(mode)))
+                out.append(InventoryEntry(stored_path(path), str(e.id), int(mode)))
 
     walk(tree, "")
     out.sort(key=lambda x: x.path)
@@ -211,9 +205,10 @@ def commit_inventory(repo: pygit2.Repository, commit: str) -> tuple[list[Invento
 
 
 def commit_tree_file(repo: pygit2.Repository, commit: str, path: str) -> bytes | None:
+    """The bytes of stored path ``path`` in ``commit``'s tree, or None."""
     try:
         tree = repo[commit].peel(pygit2.Tree)
-        entry = tree[path]
+        entry = tree[fs_path(path)]
         return repo.odb.read(entry.id)[1]
     except (KeyError, ValueError):
         return None

@@ -33,7 +33,8 @@ def remember(home: Home, text: str, *, repo: str | os.PathLike[str] = ".", refs:
     """Capture ``refs`` (atomic; never indexes) and store the memory as a new revision."""
     refs = list(refs or [])
     source_commit = _resolve_source_commit(repo, source_commit)
-    receipts = capture(home, repo, refs, _after_resolve=_after_resolve) if refs else []
+    notes: list[str] = []
+    receipts = capture(home, repo, refs, _after_resolve=_after_resolve, notes=notes) if refs else []
     with MemoryStore.open(home) as ms:
         if supersedes:
             ms.require(supersedes)
@@ -45,6 +46,7 @@ def remember(home: Home, text: str, *, repo: str | os.PathLike[str] = ".", refs:
         "citations": [{"id": r.id, "ref": r.ref, "kind": r.kind, "path": r.path, "handle": r.handle,
                        "dirty": r.dirty} for r in mem.citations],
         "cleared_citations": cleared,
+        "notes": notes,
     }
 
 

@@ -7,99 +7,60 @@ File format (``citegraph-memories``, version 1; see docs/publish.md)::
     ...
 
 Publish gate: a memory is publishable only if every citation is clean (not dirty) and
-comes from a ``remote`` repository identity, and the record is well formed (names, text,
-at most 8 citations, complete receipts whose id matches their fields). Anything else is
-refused as a whole — with its reason — and nothing is ever stripped from a memory.
+comes from a ``remote`` repository identity, and the record is well formed and within the
+bounds import enforces (names, text size, at most 8 citations, receipts that pass
+``receipt_checks.receipt_problem``). Anything else is refused as a whole — with its reason
+— and nothing is ever stripped from a memory.
 
-Import validates the whole file first (nothing is loaded if any line is bad), then loads
-each memory as a revision of its (project, topic) memory: re-importing the same file
-changes nothing. Receipts are kept as they are; they validate against the importer's own
-snapshots because the repository id is derived from the remote URL. (Legacy records — text
-without receipts — are loaded by ``citegraph import-legacy``.)
+Import verifies, never trusts (SPEC §12.1): every line is read with a size bound and
+decoded with bounded nesting and numbers; every record and receipt is re-checked with the
+publish rules (capture's ref rules included); every receipt whose capture commit is in a
+local clone of its repository is recomputed from that commit (blob, content, span and
+fragment hashes). Any problem refuses the whole file, naming the line; nothing is loaded.
+Then each memory is loaded, in one transaction, as a revision of its (project, topic)
+memory: re-importing the same file changes nothing. (Legacy records — text without
+receipts — are loaded by ``citegraph import-legacy``.)
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
-from dataclasses import dataclass, field, fields
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import blake3
-
 from citegraph.graph.store import Home
 from citegraph.indexer.errors import CitegraphError
-from citegraph.memory.store import NAME_RE, Memory, MemoryStore, memory_id_for
+from citegraph.memory.outer_tx import one_transaction
+from citegraph.memory.receipt_checks import (
+    MAX_RECEIPT_JSON_BYTES,
+    CommitSource,
+    ReceiptMismatch,
+    receipt_problem,
+)
+from citegraph.memory.store import MAX_TEXT_BYTES, NAME_RE, Memory, MemoryStore, memory_id_for
+from citegraph.memory.untrusted_json import JSONInputError, lone_surrogate, shown
+from citegraph.memory.untrusted_json import loads as bounded_loads
 from citegraph.validator.model import Receipt
 
 FORMAT = "citegraph-memories"
 FORMAT_VERSION = 1
 MAX_CITATIONS = 8
-MAX_LINE_BYTES = 4 << 20  # one memory line; a larger one is not a citegraph file
-
-RECEIPT_FIELDS = tuple(f.name for f in fields(Receipt))
-BASE_FIELDS = ("ref", "kind", "repository_id", "repository_kind", "snapshot_id", "commit", "dirty",
-               "extractor_version", "path", "blob_id", "content_hash")
-KIND_FIELDS = {
-    "file": (),
-    "span": ("start_line", "end_line", "span_hash", "first_line_hash"),
-    "symbol": ("start_line", "end_line", "handle", "language", "symbol_kind", "name", "qualified_name",
-               "ordinal", "start_byte", "end_byte", "fragment_hash", "body_hash"),
-}
-REQUIRED_STR = ("id", "ref", "kind", "repository_id", "repository_kind", "snapshot_id", "commit",
-                "extractor_version", "path", "blob_id")
-REQUIRED_KIND = {
-    "file": {},
-    "span": {"start_line": int, "end_line": int, "span_hash": str},
-    "symbol": {"start_line": int, "end_line": int, "handle": str, "language": str, "symbol_kind": str,
-               "qualified_name": str, "fragment_hash": str},
-}
+MAX_META_BYTES = 1024  # author, agent_id, session_id (UTF-8 bytes each)
+MAX_DEPTH = 16  # JSON nesting of one line (a memory record needs 3)
+MAX_TIME = 253402300799.0  # 9999-12-31T23:59:59Z, the last time datetime can show
+# The longest line publish can write, worst case: text and provenance made of characters
+# JSON escapes as \u00XX (6 bytes for 1), 8 receipts at their bound, 4 KiB for the rest
+# (keys, ids, names of at most 128 ASCII characters, numbers). A longer line is not ours.
+MAX_LINE_BYTES = 6 * (MAX_TEXT_BYTES + 3 * MAX_META_BYTES) + MAX_CITATIONS * MAX_RECEIPT_JSON_BYTES + 4096
+MEMORY_ID_RE = re.compile(r"^cgm_[0-9a-f]{16}$")
+COMMIT_RE = re.compile(r"^[0-9a-fA-F]{4,64}$")
 MEMORY_STR = ("id", "project", "topic", "kind", "text")
-
-
-# --- receipts ------------------------------------------------------------------------------
-
-def _receipt_hash(values: dict[str, Any], keys: set[str]) -> str:
-    h = blake3.blake3()
-    for k in sorted(keys):
-        h.update(f"{k}={values.get(k)}\0".encode("utf-8", "surrogateescape"))
-    return "cgc_" + h.hexdigest(16)
-
-
-def receipt_id_matches(values: dict[str, Any]) -> bool:
-    """Does the receipt's id match its fields (capture's ``receipt_id``)? Detects edits."""
-    kind = values.get("kind")
-    known = set(BASE_FIELDS) | set(KIND_FIELDS.get(kind, ()))
-    extra = {k for k in RECEIPT_FIELDS if k != "id" and k not in known and values.get(k) is not None}
-    candidates = [known, known | extra, {k for k in RECEIPT_FIELDS if k != "id"}]
-    return any(_receipt_hash(values, keys) == values.get("id") for keys in candidates)
-
-
-def receipt_problem(values: Any) -> str | None:
-    """Why a receipt (as a dict) is malformed, or None."""
-    if not isinstance(values, dict):
-        return "citation is not an object"
-    unknown = sorted(set(values) - set(RECEIPT_FIELDS))
-    if unknown:
-        return f"citation has unknown field {unknown[0]!r}"
-    for k in REQUIRED_STR:
-        if not isinstance(values.get(k), str) or not values[k]:
-            return f"citation {values.get('id', '?')} lacks {k}"
-    if not isinstance(values.get("dirty"), bool):
-        return f"citation {values['id']} lacks the dirty flag"
-    kind = values["kind"]
-    if kind not in KIND_FIELDS:
-        return f"citation {values['id']} has unknown kind {kind!r}"
-    for k, t in REQUIRED_KIND[kind].items():
-        v = values.get(k)
-        if not isinstance(v, t) or isinstance(v, bool) or v in ("", None):
-            return f"{kind} citation {values['id']} lacks {k}"
-    if not receipt_id_matches(values):
-        return f"citation {values['id']} does not match its fields (edited receipt)"
-    return None
 
 
 def gate_problem(r: dict[str, Any]) -> tuple[str, str] | None:
@@ -146,16 +107,53 @@ def memory_record(m: Memory) -> dict[str, Any]:
             "citations": [r.to_dict() for r in m.citations]}
 
 
+def _number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
 def record_problem(rec: dict[str, Any]) -> tuple[str, str] | None:
-    """(reason code, message) when a memory record is malformed or fails the publish gate."""
+    """(reason code, message) when a memory record is malformed, too large, or fails the
+    publish gate. Publish and import apply the same rules, so whatever publish writes,
+    import accepts."""
     for k in MEMORY_STR:
         if not isinstance(rec.get(k), str) or not rec[k].strip():
             return "malformed", f"memory lacks {k}"
+    if not MEMORY_ID_RE.fullmatch(rec["id"]):
+        return "malformed", f"memory id {shown(rec['id'])} is not cgm_ + 16 lowercase hex"
     for k in ("project", "topic"):
-        if not NAME_RE.match(rec[k]) or set(rec[k]) == {"."}:
-            return "malformed", f"invalid {k} {rec[k]!r}"
+        if not NAME_RE.fullmatch(rec[k]) or set(rec[k]) == {"."}:
+            return "malformed", f"invalid {k} {shown(rec[k])}"
     if rec["kind"] not in ("durable", "handoff"):
-        return "malformed", f"invalid kind {rec['kind']!r}"
+        return "malformed", f"invalid kind {shown(rec['kind'])}"
+    surrogate = lone_surrogate(rec)
+    if surrogate:
+        return "malformed", surrogate
+    size = len(rec["text"].encode("utf-8"))
+    if size > MAX_TEXT_BYTES:
+        return "too-large", f"text is {size} bytes, more than the limit of {MAX_TEXT_BYTES} bytes"
+    for k in ("author", "agent_id", "session_id"):
+        v = rec.get(k)
+        if v is not None and not isinstance(v, str):
+            return "malformed", f"{k} is not a string"
+        if isinstance(v, str) and len(v.encode("utf-8")) > MAX_META_BYTES:
+            return "too-large", f"{k} is longer than {MAX_META_BYTES} bytes"
+    for k in ("created_at", "updated_at"):
+        v = rec.get(k)
+        if v is not None and not _number(v):
+            return "malformed", f"{k} is not a number"
+        if v is not None and not 0 <= v <= MAX_TIME:
+            return "malformed", f"{k} {shown(v)} is not a time (0..{MAX_TIME:.0f} seconds since 1970)"
+    rev = rec.get("revision")
+    if rev is not None and (not isinstance(rev, int) or isinstance(rev, bool) or not 1 <= rev <= 2**31 - 1):
+        return "malformed", f"revision {shown(rev)} is not a revision number"
+    if rec.get("supersedes") is not None and (not isinstance(rec["supersedes"], str)
+                                               or not MEMORY_ID_RE.fullmatch(rec["supersedes"])):
+        return "malformed", f"supersedes {shown(rec['supersedes'])} is not a memory id"
+    sc = rec.get("source_commit")
+    if sc is not None and (not isinstance(sc, str) or not COMMIT_RE.fullmatch(sc)):
+        return "malformed", f"source_commit {shown(sc)} is not a commit id"
+    if rec.get("legacy") is not None and not isinstance(rec["legacy"], bool):
+        return "malformed", "legacy is not a boolean"
     cites = rec.get("citations")
     if not isinstance(cites, list):
         return "malformed", "citations is not a list"
@@ -173,10 +171,11 @@ def record_problem(rec: dict[str, Any]) -> tuple[str, str] | None:
         gate = gate_problem(c)
         if gate:
             return gate
-    for k in ("created_at", "updated_at"):
-        if rec.get(k) is not None and (not isinstance(rec[k], int | float) or isinstance(rec[k], bool)):
-            return "malformed", f"{k} is not a number"
     return None
+
+
+def _line(rec: dict[str, Any]) -> str:
+    return json.dumps(rec, sort_keys=True, ensure_ascii=False)
 
 
 def publish(home: Home, out: str, project: str | None = None) -> PublishReport:
@@ -187,7 +186,7 @@ def publish(home: Home, out: str, project: str | None = None) -> PublishReport:
         if project:
             where, params = "project = ?", [project]
         mems = ms.load(where=where, params=params, order="project, topic, id")
-    records = []
+    records: list[bytes] = []
     for m in mems:
         if m.kind != "durable":
             report.skipped["handoff"] += 1
@@ -197,17 +196,18 @@ def publish(home: Home, out: str, project: str | None = None) -> PublishReport:
             continue
         rec = memory_record(m)
         problem = record_problem(rec)
+        line = _line(rec).encode("utf-8") if problem is None else b""
+        if len(line) > MAX_LINE_BYTES:  # cannot happen within the bounds above; never write what import refuses
+            problem = "too-large", f"the record is {len(line)} bytes as JSON, more than {MAX_LINE_BYTES}"
         if problem:
             report.refused.append(Refusal(m.id, *problem))
             continue
-        records.append(rec)
+        records.append(line)
         report.published.append(m.id)
     header = {"type": "header", "format": FORMAT, "format_version": FORMAT_VERSION,
               "exported_at": round(time.time(), 3), "project": project, "memories": len(records),
               "generator": f"citegraph {_version()}"}
-    lines = [json.dumps(header, sort_keys=True, ensure_ascii=False)]
-    lines += [json.dumps(r, sort_keys=True, ensure_ascii=False) for r in records]
-    data = ("\n".join(lines) + "\n").encode("utf-8")
+    data = b"\n".join([_line(header).encode("utf-8"), *records]) + b"\n"
     if out == "-":
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
@@ -250,11 +250,13 @@ class ImportReport:
     updated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     kept_local: list[dict[str, str]] = field(default_factory=list)
+    verified: list[str] = field(default_factory=list)  # citation ids checked against their capture commit
+    unverified: list[dict[str, str]] = field(default_factory=list)  # {"memory_id", "id", "reason"}
 
     def to_json(self) -> dict[str, Any]:
         return {"file": self.file, "format": self.format, "format_version": self.format_version,
                 "imported": self.imported, "updated": self.updated, "unchanged": self.unchanged,
-                "kept_local": self.kept_local}
+                "kept_local": self.kept_local, "verified": self.verified, "unverified": self.unverified}
 
 
 def _bad(file: str, line: int | None, why: str) -> CitegraphError:
@@ -268,48 +270,75 @@ def _legacy(file: str) -> CitegraphError:
                           f"load it with citegraph import-legacy {file}", code=2, kind="bad-import")
 
 
-def read_file(file: str) -> tuple[str, int | None, list[dict[str, Any]]]:
-    """Parse and validate a file: (format, version, memory records). Raises on any problem."""
+def _raw_lines(file: str) -> Iterator[tuple[int, bytes]]:
+    """(line number, bytes) of every line, each read with a bound: a line longer than any
+    publish can write is refused before it is held in memory whole."""
     try:
-        raw = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
+        f = sys.stdin.buffer if file == "-" else open(file, "rb")  # noqa: SIM115
     except OSError as exc:
         raise CitegraphError(f"{file}: cannot read ({exc.strerror or exc})", "pass an existing file",
                              code=2) from exc
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise _bad(file, None, "not UTF-8 text") from None
-    stripped = text.lstrip()
-    if not stripped:
-        raise _bad(file, None, "empty file")
-    if stripped.startswith("["):
-        raise _legacy(file)
+        n = 0
+        while True:
+            try:
+                raw = f.readline(MAX_LINE_BYTES + 2)
+            except OSError as exc:
+                raise CitegraphError(f"{file}: cannot read ({exc.strerror or exc})", "pass a readable file",
+                                     code=2) from exc
+            if not raw:
+                return
+            n += 1
+            body = raw.rstrip(b"\r\n") if raw.endswith(b"\n") else raw
+            if len(body) > MAX_LINE_BYTES:
+                raise _bad(file, n, f"line longer than {MAX_LINE_BYTES} bytes, more than any published memory "
+                                    f"(text is limited to {MAX_TEXT_BYTES} bytes)")
+            yield n, body
+    finally:
+        if f is not sys.stdin.buffer:
+            f.close()
+
+
+def _parse(file: str) -> list[tuple[int, Any]]:
     parsed: list[tuple[int, Any]] = []
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, raw in _raw_lines(file):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _bad(file, n, f"not UTF-8 text (byte {exc.start + 1} of the line)") from None
         if not line.strip():
             continue
-        if len(line) > MAX_LINE_BYTES:
-            raise _bad(file, n, "line too long")
+        if not parsed and line.lstrip().startswith("["):
+            raise _legacy(file)
         try:
-            parsed.append((n, json.loads(line)))
-        except json.JSONDecodeError as exc:
-            raise _bad(file, n, f"invalid JSON ({exc.msg})") from None
+            parsed.append((n, bounded_loads(line, MAX_DEPTH)))
+        except JSONInputError as exc:
+            raise _bad(file, n, exc.why) from None
+    if not parsed:
+        raise _bad(file, None, "empty file")
+    return parsed
+
+
+def read_file(file: str) -> tuple[str, int | None, list[tuple[int, dict[str, Any]]]]:
+    """Parse and check a file: (format, version, [(line number, memory record)]). Raises on
+    any problem, naming the line."""
+    parsed = _parse(file)
     first_n, first = parsed[0]
     if not isinstance(first, dict):
         raise _bad(file, first_n, "not a JSON object")
     if first.get("type") != "header" and "format" not in first and "text" in first:
         raise _legacy(file)
     if first.get("format") != FORMAT or first.get("type") != "header":
-        raise _bad(file, first_n, f"not a {FORMAT} file (format {first.get('format')!r})")
+        raise _bad(file, first_n, f"not a {FORMAT} file (format {shown(first.get('format'))})")
     version = first.get("format_version")
     if not isinstance(version, int) or isinstance(version, bool):
         raise _bad(file, first_n, "header lacks format_version")
     if version > FORMAT_VERSION:
-        raise CitegraphError(f"{file}: format version {version} is newer than this citegraph supports "
+        raise CitegraphError(f"{file}: format version {shown(version)} is newer than this citegraph supports "
                              f"({FORMAT_VERSION}); nothing was imported", "upgrade citegraph", code=2,
                              kind="bad-import")
     if version < 1:
-        raise _bad(file, first_n, f"unknown format version {version}")
+        raise _bad(file, first_n, f"unknown format version {shown(version)}")
     records = []
     seen: set[tuple[str, str]] = set()
     for n, rec in parsed[1:]:
@@ -317,27 +346,49 @@ def read_file(file: str) -> tuple[str, int | None, list[dict[str, Any]]]:
             raise _bad(file, n, "not a memory record")
         problem = record_problem(rec)
         if problem:
-            raise _bad(file, n, f"memory {rec.get('id', '?')}: {problem[1]}")
+            mid = rec["id"] if MEMORY_ID_RE.fullmatch(str(rec.get("id"))) else shown(rec.get("id", "?"))
+            raise _bad(file, n, f"memory {mid}: {problem[1]}")
         if rec["kind"] != "durable":
             raise _bad(file, n, f"memory {rec['id']}: only durable memories are published")
         key = (rec["project"], rec["topic"])
         if key in seen:
             raise _bad(file, n, f"memory {rec['id']}: {rec['project']}/{rec['topic']} appears twice")
         seen.add(key)
-        records.append(rec)
+        records.append((n, rec))
     expected = first.get("memories")
     if isinstance(expected, int) and expected != len(records):
-        raise _bad(file, None, f"header announces {expected} memories, the file holds {len(records)} "
+        raise _bad(file, None, f"header announces {shown(expected)} memories, the file holds {len(records)} "
                                "(truncated?)")
     return FORMAT, version, records
 
 
-def import_file(home: Home, file: str) -> ImportReport:
-    """Validate ``file`` completely, then load its memories (idempotent)."""
+def verify_records(home: Home, file: str, records: list[tuple[int, dict[str, Any]]],
+                   repos: list[str] | None, report: ImportReport) -> None:
+    """Recompute every receipt against its capture commit where a clone has it (SPEC §12.1);
+    the first mismatch refuses the whole file, naming memory, citation and field."""
+    source = CommitSource(home, repos)
+    for n, rec in records:
+        for c in rec["citations"]:
+            try:
+                note = source.verify(c)
+            except ReceiptMismatch as exc:
+                raise _bad(file, n, f"memory {rec['id']}: citation {c['id']} ({shown(c['ref'])}) does not match "
+                                    f"its capture commit: {exc}") from None
+            if note is None:
+                report.verified.append(c["id"])
+            else:
+                report.unverified.append({"memory_id": rec["id"], "id": c["id"], "reason": note})
+
+
+def import_file(home: Home, file: str, repos: list[str] | None = None) -> ImportReport:
+    """Check ``file`` completely (shape, then content against the capture commits found in
+    ``repos`` — default the working directory — and in this home's indexed worktrees), then
+    load its memories in one transaction (idempotent)."""
     fmt, version, records = read_file(file)
     report = ImportReport(file, fmt, version)
-    with MemoryStore.open(home) as ms:
-        for rec in records:
+    verify_records(home, file, records, repos, report)
+    with MemoryStore.open(home) as store, one_transaction(store) as ms:
+        for _n, rec in records:
             receipts = [Receipt(**c) for c in rec["citations"]]
             mid = memory_id_for(rec["project"], rec["topic"])
             cur = ms.get(mid)

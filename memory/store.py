@@ -9,11 +9,13 @@ bounded time and then reported as a retryable error.
 from __future__ import annotations
 
 import json
+import os
 import re
+import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -28,7 +30,10 @@ from citegraph.validator.model import Observation, Observed, Receipt
 
 MEMORY_SCHEMA_VERSION = 1
 LOCK_WAIT_S = 10.0
-NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,128}")  # used with fullmatch: "team\n" is no name
+# One limit on memory text for every way in (capture, MCP, import, import-legacy): a memory
+# is a claim, briefs show at most 480 characters of it, and 64 KiB still fits one argv word.
+MAX_TEXT_BYTES = 64 * 1024
 TOKEN_RE = re.compile(r"[A-Za-z0-9_]+")
 
 RECEIPT_FIELDS = [f.name for f in fields(Receipt)]
@@ -63,11 +68,43 @@ CREATE INDEX IF NOT EXISTS memories_project ON memories(project);
 
 
 def check_name(what: str, value: str) -> str:
-    if not NAME_RE.match(value or "") or set(value) == {"."}:
+    if not isinstance(value, str) or not NAME_RE.fullmatch(value) or set(value) == {"."}:
         raise CitegraphError(f"invalid {what} {value!r}",
                              "use letters, digits, _ - . (at most 128 characters, not only dots)",
                              code=2, kind="invalid-name")
     return value
+
+
+def check_text(text: str) -> str:
+    """Non-empty, valid Unicode (no lone surrogate), at most MAX_TEXT_BYTES in UTF-8."""
+    if not isinstance(text, str) or not text.strip():
+        raise CitegraphError("memory text is empty", "pass --text with the claim to remember", code=2)
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise CitegraphError(f"memory text is not valid Unicode (lone surrogate at character {exc.start})",
+                             "pass the text as UTF-8", code=2, kind="invalid-text") from None
+    if "\0" in text:
+        raise CitegraphError("memory text holds a NUL character", "remove it", code=2, kind="invalid-text")
+    if size > MAX_TEXT_BYTES:
+        raise CitegraphError(f"memory text is {size} bytes, more than the limit of {MAX_TEXT_BYTES} bytes",
+                             "state the claim shortly and cite the code that backs it", code=2,
+                             kind="text-too-large")
+    return text
+
+
+def check_field(what: str, value: str | None) -> None:
+    """Text the store keeps must be valid UTF-8 without NUL (a lone surrogate or NUL from an
+    API or MCP caller is one clear error, not a database failure)."""
+    if value is None:
+        return
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise CitegraphError(f"{what} is not valid UTF-8 (it holds a lone surrogate)",
+                             "pass UTF-8 text", code=2, kind="invalid-text") from None
+    if "\0" in value:
+        raise CitegraphError(f"{what} holds a NUL character", "remove it", code=2, kind="invalid-text")
 
 
 def tokenize(text: str) -> list[str]:
@@ -127,14 +164,38 @@ class MemoryStore:
     @classmethod
     @contextmanager
     def open(cls, home: Home, read_only: bool = False, wait_s: float = LOCK_WAIT_S) -> Iterator[MemoryStore]:
-        path = home.memory_db
-        if read_only and not path.exists():
-            read_only = False  # first use creates it
+        """A short-lived view of the store: a cursor on this process's connection to it.
+
+        Between processes, DuckDB's file lock decides (a busy store is retried, then a
+        retryable error). Inside one process (the service, the MCP server) every call
+        shares one connection — DuckDB refuses a second connection of another mode to the
+        same file — opened by the first call and closed by the last: read-only calls run
+        side by side, a read-write call waits for the read-only connection to drain, and
+        read-write calls run one at a time (no write-write conflicts)."""
+        gate = _gate(home.memory_db)
+        want_rw = not read_only or not home.memory_db.exists()  # first use creates it
         deadline = time.monotonic() + wait_s
+        if want_rw and not gate.writer.acquire(timeout=max(wait_s, 0.001)):
+            raise CitegraphError("the memory store is busy (another call of this process writes to it)",
+                                 "retry in a moment", code=1, retryable=True, kind="busy")
+        try:
+            con = gate.enter(want_rw, deadline, lambda rw: cls._connect(home, rw, deadline))
+            try:
+                yield cls(con)
+            finally:
+                con.close()
+                gate.leave()
+        finally:
+            if want_rw:
+                gate.writer.release()
+
+    @classmethod
+    def _connect(cls, home: Home, read_write: bool, deadline: float) -> duckdb.DuckDBPyConnection:
+        path = home.memory_db
         delay = 0.005
         while True:
             try:
-                con = duckdb.connect(str(path), read_only=read_only)
+                con = duckdb.connect(str(path), read_only=not read_write)
                 break
             except duckdb.IOException as exc:
                 if "lock" not in str(exc).lower() and "conflicting" not in str(exc).lower():
@@ -150,13 +211,14 @@ class MemoryStore:
                                      "move the file aside or choose another --home", code=3) from exc
         try:
             store = cls(con)
-            if not read_only:
+            if read_write:
                 store._migrate()
             else:
                 store._check_version()
-            yield store
-        finally:
+        except BaseException:
             con.close()
+            raise
+        return con
 
     # --- schema ----------------------------------------------------------------------------
 
@@ -192,13 +254,14 @@ class MemoryStore:
                  supersedes: str | None = None, legacy: bool = False, now: float | None = None
                  ) -> tuple[Memory, int]:
         """Create or revise the (project, topic) memory; returns (memory, citations cleared)."""
-        if not text or not text.strip():
-            raise CitegraphError("memory text is empty", "pass --text with the claim to remember", code=2)
+        check_text(text)
         if kind not in ("durable", "handoff"):
             raise CitegraphError(f"invalid kind {kind!r}", "use durable or handoff", code=2)
         check_name("project", project)
         if topic is not None:
             check_name("topic", topic)
+        for what, value in (("author", author), ("agent id", agent_id), ("session id", session_id)):
+            check_field(what, value)
         receipts = receipts or []
         now = time.time() if now is None else now
         mid = memory_id_for(project, topic) if topic else "cgm_" + uuid.uuid4().hex[:16]
@@ -364,6 +427,59 @@ class MemoryStore:
             self.con.unregister("_obs")
 
 
+class _Gate:
+    """This process's one connection to one memory-store file (see MemoryStore.open)."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.writer = threading.RLock()  # read-write calls, one at a time (a thread may nest)
+        self.con: duckdb.DuckDBPyConnection | None = None
+        self.read_write = False
+        self.users = 0
+
+    def enter(self, want_rw: bool, deadline: float,
+              connect: Callable[[bool], duckdb.DuckDBPyConnection]) -> duckdb.DuckDBPyConnection:
+        with self.cond:
+            while want_rw and self.con is not None and not self.read_write:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise CitegraphError("the memory store is busy (reads of this process hold it)",
+                                         "retry in a moment", code=1, retryable=True, kind="busy")
+                self.cond.wait(min(left, 0.05))
+            if self.con is None:
+                self.con = connect(want_rw)
+                self.read_write = want_rw
+            self.users += 1
+            return self.con.cursor()
+
+    def leave(self) -> None:
+        with self.cond:
+            self.users -= 1
+            if self.users == 0 and self.con is not None:
+                self.con.close()
+                self.con = None
+                self.read_write = False
+            self.cond.notify_all()
+
+
+_GATES: dict[str, _Gate] = {}
+_GATES_LOCK = threading.Lock()
+
+
+def _gate(path: Any) -> _Gate:
+    key = os.path.realpath(str(path))
+    with _GATES_LOCK:
+        if key not in _GATES or _GATES_PID[0] != os.getpid():
+            if _GATES_PID[0] != os.getpid():
+                _GATES.clear()
+                _GATES_PID[0] = os.getpid()
+            _GATES[key] = _Gate()
+        return _GATES[key]
+
+
+_GATES_PID = [0]
+
+
 def bulk_insert(ms: MemoryStore, items: list[dict[str, Any]], now: float | None = None) -> list[str]:
     """Insert new memories (revision 1) in bulk with Arrow: the rows ``remember`` would
     write for each, without per-row statements. Each item: ``text`` and optionally
@@ -381,7 +497,8 @@ def bulk_insert(ms: MemoryStore, items: list[dict[str, Any]], now: float | None 
     for it in items:
         text, project = it["text"], it.get("project") or "default"
         kind = it.get("kind") or "durable"
-        if not text or not text.strip() or kind not in ("durable", "handoff"):
+        check_text(text)
+        if kind not in ("durable", "handoff"):
             raise CitegraphError("invalid memory in bulk insert", "check text and kind", code=2)
         check_name("project", project)
         topic = it.get("topic")

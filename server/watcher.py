@@ -120,7 +120,7 @@ def open_watched(path: str, extra_excludes: tuple[str, ...] = ()) -> WatchedRepo
     repo = gitrepo.open_repository(path)
     root = Path(os.path.realpath(gitrepo.workdir(repo)))
     gitdir = Path(os.path.realpath(repo.path))
-    commondir = Path(os.path.realpath(gitrepo._common_dir(repo)))
+    commondir = Path(os.path.realpath(gitrepo.common_dir(repo)))
     return WatchedRepo(path, root, gitdir, commondir, load_excludes(root, repo), tuple(extra_excludes),
                        repo=repo)
 

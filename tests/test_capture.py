@@ -134,10 +134,15 @@ def test_nine_refs_is_a_usage_error(repo, home):
     r = cli(home, "remember", "--text", "claim", "--repo", str(repo.root), *args)
     assert r.exit_code == 2 and "at most 8" in r.stderr
     assert json.loads(cli(home, "list", "--json").stdout) == {"memories": []}
-    # Duplicates are removed before the bound is checked: 8 distinct refs are fine.
-    refs = [f"f{i}.py" for i in range(8)] + ["f0.py", " f1.py "]
+    # Duplicates are removed before the bound is checked: 8 distinct refs are fine, and
+    # the collapse is told, not silent.
+    refs = [f"f{i}.py" for i in range(8)] + ["f0.py"]
     mem = cite(home, repo, *refs)
     assert [c["ref"] for c in mem["citations"]] == [f"f{i}.py" for i in range(8)]
+    assert mem["notes"] == ["ref 'f0.py' was given twice; stored once"]
+    # A ref is never stripped: surrounding whitespace is an error that shows it.
+    err = expect_error(2, cite, home, repo, " f1.py ")
+    assert "' f1.py '" in err.what and "whitespace" in err.what
 
 
 @pytest.mark.parametrize("ref", ["cgs_123", "cgr_zz", "cgs_" + "A" * 32, "cgr_" + "0" * 16 + "_" + "0" * 31,
@@ -274,9 +279,35 @@ def test_duplicates_are_removed(repo, home):
     repo.write("src/retry.py", RETRY)
     repo.commit("c1")
     index(repo, home)
-    mem = cite(home, repo, "src/retry.py", "src/retry.py", " src/retry.py", "src/retry.py#L4-L6",
-               "src/retry.py#L4-L6")
+    mem = cite(home, repo, "src/retry.py", "src/retry.py", "src/retry.py#L4-L6", "src/retry.py#L4-L6")
     assert [c["ref"] for c in mem["citations"]] == ["src/retry.py", "src/retry.py#L4-L6"]
+
+
+def test_same_evidence_collapses_with_a_note(repo, home):
+    """#L2 and #L2-L2, a locator and its own handle: one citation each, and a note."""
+    repo.write("src/retry.py", RETRY)
+    repo.commit("c1")
+    index(repo, home)
+    h = handle("src/retry.py", "RetryPolicy.next_delay", "method")
+    mem = cite(home, repo, "src/retry.py#L2", "src/retry.py#L2-L2",
+               "src/retry.py::RetryPolicy.next_delay", h)
+    assert [c["ref"] for c in mem["citations"]] == ["src/retry.py#L2", "src/retry.py::RetryPolicy.next_delay"]
+    assert mem["notes"] == [
+        "ref 'src/retry.py#L2-L2' names the same evidence as 'src/retry.py#L2'; stored once",
+        f"ref '{h}' names the same evidence as 'src/retry.py::RetryPolicy.next_delay'; stored once"]
+
+
+@pytest.mark.parametrize(("ref", "why"), [
+    (" src/retry.py", "whitespace"), ("src/retry.py ", "whitespace"), ("src/retry.py\t", "whitespace"),
+    ("src/retry.py#L١-L٢", "ASCII digits"), ("src/retry.py#L1-L99999999999", "line numbers above"),
+    ("src/re\x00try.py", "NUL"), ("src/retry.py#L1\n", "whitespace"), ("src/re\ntry.py", "control"),
+])
+def test_refs_are_taken_exactly_as_written(repo, home, ref, why):
+    repo.write("src/retry.py", RETRY)
+    repo.commit("c1")
+    index(repo, home)
+    err = expect_error(2, cite, home, repo, ref)
+    assert why in err.what, err.what
 
 
 def test_capture_without_refs_needs_no_snapshot(repo, home):

@@ -384,6 +384,7 @@ def test_coverage_unreadable_file_is_never_cleared():
 
 def test_coverage_symlink_is_always_cleared():
     assert cleared(partial(status="skipped", reason="symlink", readable=False)) is True
+    assert cleared(partial(status="skipped", reason="not-regular", readable=False)) is True
     assert cleared(partial(status="skipped", reason="binary", readable=False)) is False
 
 

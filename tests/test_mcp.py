@@ -14,6 +14,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.memory import api
+from citegraph.server.mcp_server import max_text_bytes
 
 SRC = '''class RetryPolicy:
     def next_delay(self, attempt):
@@ -100,6 +101,9 @@ def test_tools_over_stdio(indexed, home, run_cli):
         assert "callerCwd" in tools[name].input_schema["properties"]
         assert "callerCwd" in tools[name].input_schema["required"]
     assert tools["remember"].input_schema["properties"]["codeRefs"]["type"] == "array"
+    # The argument bounds are published (docs/mcp.md, "Bounds and hostile input").
+    assert tools["remember"].input_schema["properties"]["text"]["maxLength"] == max_text_bytes()
+    assert tools["remember"].input_schema["properties"]["codeRefs"]["maxItems"] >= 8
 
     rem = r["remember"]
     assert not rem.is_error, rem.content
@@ -137,6 +141,9 @@ def test_tools_over_stdio(indexed, home, run_cli):
         assert res.is_error, key
         assert res.content[0].text.startswith("citegraph: ")
         assert res.structured_content["error"]["code"] == 2, key
+    assert r["wrong_type"].structured_content["error"]["kind"] == "invalid-argument"
+    assert "'codeRefs'" in r["wrong_type"].content[0].text
+    assert r["unknown_arg"].structured_content["error"]["kind"] == "usage"
     assert r["not_repo"].is_error and r["not_repo"].structured_content["error"]["code"] == 3
     assert "not a git repository" in r["not_repo"].content[0].text
 

@@ -19,7 +19,7 @@ from citegraph.indexer import gitrepo
 from citegraph.indexer.errors import CitegraphError
 from citegraph.indexer.extract import EXTRACTOR_VERSION
 from citegraph.validator.model import Receipt
-from citegraph.validator.refs import ParsedRef, bad_ref, parse_refs
+from citegraph.validator.refs import ParsedRef, bad_ref, parse_refs, same_evidence_note
 from citegraph.validator.spans import hash_bytes, line_count, line_starts, span_bytes
 
 
@@ -31,8 +31,17 @@ def receipt_id(fields: dict) -> str:
     return "cgc_" + h.hexdigest(16)
 
 
+def receipt_evidence(r: Receipt) -> tuple:
+    """What a receipt cites: two receipts with the same key are the same evidence."""
+    if r.kind == "symbol":
+        return ("symbol", r.handle)
+    if r.kind == "span":
+        return ("span", r.path, r.start_line, r.end_line)
+    return ("file", r.path)
+
+
 def not_current_error(cur: CurrentState) -> CitegraphError:
-    state = cur.entry["state"] if cur.entry else "not built"
+    state = cur.snapshot_state_text()
     what = "dirty worktree" if cur.dirty else f"commit {cur.head[:12]}"
     return CitegraphError(
         f"no exact-current snapshot for {what} (snapshot {state}); nothing was stored",
@@ -41,16 +50,27 @@ def not_current_error(cur: CurrentState) -> CitegraphError:
 
 
 def capture(home: Home, repo_path: str | os.PathLike[str], refs: list[str],
-            _after_resolve: Callable[[], None] | None = None) -> list[Receipt]:
-    """Resolve ``refs`` into receipts; raise CitegraphError (nothing stored) on any problem."""
-    parsed = parse_refs(refs)
+            _after_resolve: Callable[[], None] | None = None,
+            notes: list[str] | None = None) -> list[Receipt]:
+    """Resolve ``refs`` into receipts; raise CitegraphError (nothing stored) on any problem.
+    Refs naming the same evidence (``a.py#L2`` and ``a.py#L2-L2``; a locator and the
+    handle it resolves to) are stored once; each collapse is told in ``notes``."""
+    parsed = parse_refs(refs, notes)
     if not parsed:
         return []
     cur = current_state(repo_path, home)
     if not cur.exact_current:
         raise not_current_error(cur)
     with Snapshot.open(cur.store, cur.snapshot_id, cur.repo) as snap:
-        receipts = [_resolve(p, cur, snap) for p in parsed]
+        resolved = [_resolve(p, cur, snap) for p in parsed]
+    receipts: list[Receipt] = []
+    kept: dict[tuple, Receipt] = {}
+    for r in resolved:
+        first = kept.setdefault(receipt_evidence(r), r)
+        if first is r:
+            receipts.append(r)
+        elif notes is not None:
+            notes.append(same_evidence_note(r.ref, first.ref))
     if _after_resolve is not None:
         _after_resolve()
     again = current_state(repo_path, home)
@@ -79,6 +99,8 @@ def _file_row(p: ParsedRef, path: str, cur: CurrentState, snap: Snapshot) -> dic
                       "cite the file the link points to")
     if row["reason"] == "submodule":
         raise bad_ref(p.ref, f"{path} is a submodule", "cite files inside the submodule's own repository")
+    if row["reason"] == "not-regular":
+        raise bad_ref(p.ref, f"{path} is not a regular file (a FIFO, socket or device)", "cite a regular file")
     _check_inside(p, path, cur)
     return row
 

@@ -126,6 +126,11 @@ def _distinct(rows: tuple[SymbolRow, ...], cited_handle: str | None) -> list[Sym
 # --- coverage for a citation (SPEC §6.4) -------------------------------------------------
 
 
+# Skipped files whose bytes can never hold a definition (a symlink's are its target path;
+# a FIFO or device is not read).
+NEVER_DEFINITIONS = ("symlink", "not-regular")
+
+
 def coverage_suffices(c: CoverageEvidence) -> bool:
     """A uniqueness or absence claim needs every non-indexed file of the cited language
     proven unable to hold the evidence."""
@@ -138,8 +143,8 @@ def file_cleared(f: FileCoverage) -> bool:
     """One partial/skipped file is cleared by the byte search (the name is not in its
     bytes) or, partial, when no occurrence of the cited name, fragment or body lies within
     or touches a damage region (the refinement; docs/coverage.md argues why)."""
-    if f.reason == "symlink":
-        return True  # a link's bytes are a path, never a definition
+    if f.reason in NEVER_DEFINITIONS:
+        return True  # a link's bytes are a path, a FIFO or device has none
     if not f.readable:
         return False
     if not f.name_found:

@@ -10,6 +10,8 @@ import pygit2
 
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.indexer.extract import blake3_hex, extract, name_offset
+from citegraph.indexer.paths import fs_path, stored_path
+from citegraph.validator import decisions
 from citegraph.validator.model import (
     CoverageEvidence,
     FileCoverage,
@@ -135,7 +137,7 @@ class SnapshotEvidence:
         files: list[FileCoverage] = []
         needles: list[tuple[bytes, bytes, bytes] | None] = []  # computed on first need
         for path, blob, status, reason in self.uncovered.get(r.language or "", []):
-            if reason == "symlink" or not needle:
+            if reason in decisions.NEVER_DEFINITIONS or not needle:
                 files.append(FileCoverage(path, status, reason))
                 continue
             data = self.blob(blob)
@@ -235,7 +237,7 @@ class SnapshotEvidence:
         added: dict[str, str] = {}
         for d in diff.deltas:
             if d.status == pygit2.GIT_DELTA_ADDED:
-                added[d.new_file.path] = str(d.new_file.id)
+                added[stored_path(d.new_file.path)] = str(d.new_file.id)
         if len(added) > MAX_ADDED_FILES:
             return True, False, []
         # "Now" is the snapshot, not its commit: an overlay may have deleted or rewritten a
@@ -247,7 +249,7 @@ class SnapshotEvidence:
         for path, blob in self.snap.query("SELECT path, blob_id FROM files WHERE dirty"):
             if path not in added:
                 try:
-                    old[path]
+                    old[fs_path(path)]
                 except KeyError:
                     added[path] = blob
         if len(added) > MAX_ADDED_FILES:

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import pygit2
 
 from citegraph.graph.current import CurrentState, current_state
-from citegraph.graph.snapshot_reader import Snapshot
+from citegraph.graph.snapshot_reader import DamagedSnapshot, Snapshot
 from citegraph.graph.store import Home
 from citegraph.indexer.errors import CitegraphError
 from citegraph.indexer.extract import EXTRACTOR_VERSION
@@ -168,7 +168,12 @@ def _validate_repo(home: Home, member: ScopeMember, rs: list[Receipt], at: str |
     todo = [r for r in rs if r.id not in cached]
     fresh: list[Observation] = []
     if todo:
-        with Snapshot.open(cur.store, cur.snapshot_id, cur.repo) as snap:
+        try:
+            snap = Snapshot.open(cur.store, cur.snapshot_id, cur.repo)
+        except DamagedSnapshot:
+            # Found damaged (and now marked failed): it cannot answer for the current state.
+            return {r.id: Observation(r.id, "unknown", "not-current") for r in rs}
+        with snap:
             ev = SnapshotEvidence.gather(snap, todo)
             snap_extractor = snap.entry.get("extractor_version", EXTRACTOR_VERSION)
             for r in todo:

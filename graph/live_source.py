@@ -1,0 +1,74 @@
+"""The current state as the resident service knows it: a ``StateSource`` whose reads sync
+with the file watcher (no worktree scan) and whose racing check is a second sync.
+
+The service owns the ``LiveRepo`` objects; this module only needs a way to find the one
+for a path (``lookup``) and, optionally, a way to wait until the snapshot of a state is
+published (``wait_ready``, used by ``remember`` after an edit).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from citegraph.graph.current import CurrentState
+from citegraph.graph.live_state import LiveRepo, LiveView, SyncFailed
+from citegraph.graph.snapshot_builder import resolve_target
+from citegraph.graph.store import Home
+from citegraph.indexer import gitrepo
+
+
+@dataclass
+class LiveCurrentState(CurrentState):
+    """A CurrentState read through the service: it remembers the view it answers for."""
+
+    live_token: tuple[int, int] = (0, 0)
+    live_root: str = ""
+
+
+def current_for_state(repo_path: str | os.PathLike[str], home: Home, state: gitrepo.WorktreeState,
+                      token: tuple[int, int]) -> LiveCurrentState:
+    """The CurrentState of a known worktree state: its snapshot id and catalog entry."""
+    t = resolve_target(repo_path, None, state)
+    rs = home.repo(t.identity.repository_id)
+    return LiveCurrentState(t.repo, t.identity, t.commit, t.state, t.snapshot_id, rs.entry(t.snapshot_id), rs,
+                            live_token=token, live_root=os.fspath(repo_path))
+
+
+WaitReady = Callable[[LiveRepo, LiveView, float], None]
+
+
+class LiveSource:
+    """Reads of the service: ``read`` = sync (cookie fence) + the view's snapshot;
+    ``moved`` = sync again and compare (generation, version)."""
+
+    def __init__(self, lookup: Callable[[str], LiveRepo], home: Home, *, wait_ready: WaitReady | None = None,
+                 wait_s: float = 0.0, fallback: object | None = None) -> None:
+        self.lookup = lookup
+        self.home = home
+        self.wait_ready = wait_ready
+        self.wait_s = wait_s
+        self.fallback = fallback  # the source for --at REV (a commit: nothing to watch)
+
+    def read(self, repo_path: str | os.PathLike[str], home: Home, at: str | None = None) -> CurrentState:
+        if at is not None:
+            assert self.fallback is not None
+            return self.fallback.read(repo_path, home, at)  # type: ignore[attr-defined]
+        live = self.lookup(os.fspath(repo_path))
+        view = live.sync()
+        cur = current_for_state(live.root, home, view.state, view.token)
+        if not cur.exact_current and self.wait_ready is not None and self.wait_s > 0:
+            self.wait_ready(live, view, self.wait_s)
+            cur = current_for_state(live.root, home, view.state, view.token)
+        return cur
+
+    def moved(self, cur: CurrentState) -> bool:
+        if not isinstance(cur, LiveCurrentState):
+            assert self.fallback is not None
+            return self.fallback.moved(cur)  # type: ignore[attr-defined]
+        try:
+            view = self.lookup(cur.live_root).sync()
+        except SyncFailed:
+            return True
+        return view.token != cur.live_token

@@ -1,0 +1,340 @@
+"""The current state of a worktree kept from file-system events (the resident service).
+
+One ``LiveRepo`` per watched worktree: after one initial scan (the same ``git status``
+semantics and worktree reader as the one-shot path), events name the paths to re-check,
+and only those are re-hashed. A read first *syncs*: it writes a cookie file into the git
+directory and waits until the watcher has delivered that cookie's event — every change
+made before the cookie has then been seen (the technique of Watchman and git's fsmonitor
+daemon) — and then applies the pending changes. After the read it syncs again and
+compares ``(generation, version)``: any change of the state in between, an overflowed or
+restarted watcher, or a failed sync means the read raced (``unknown/racing``).
+
+Never a false fresh: a lost event can only cause a rescan (overflow: the kernel says so)
+or an unknown (a failed sync), never a stale state served as current. See docs/service.md.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+
+from citegraph.indexer import gitrepo
+from citegraph.indexer.errors import CitegraphError
+from citegraph.indexer.paths import fs_path, stored_path
+from citegraph.indexer.tree_watch import (
+    COOKIE_PREFIX,
+    Batch,
+    TreeWatcher,
+    remove_cookie,
+    write_cookie,
+)
+from citegraph.indexer.worktree import MODE_SYMLINK, WorktreeReader
+
+MODE_GITLINK = 0o160000
+MODE_TREE = 0o040000
+SYNC_TIMEOUT_S = 2.0
+# A git state file whose change can change the dirty set in ways events do not show
+# (the index: `git add`, `git rm --cached`, checkouts; HEAD; the excludes).
+FULL_RESCAN_GIT = ("index", "HEAD", "info/exclude")
+
+_COOKIES = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class LiveView:
+    """The state a read is answered for: what the exact-current snapshot must describe."""
+
+    state: gitrepo.WorktreeState
+    generation: int
+    version: int
+
+    @property
+    def token(self) -> tuple[int, int]:
+        return (self.generation, self.version)
+
+
+class SyncFailed(CitegraphError):
+    """The watcher did not confirm a cookie in time (dead, stalled or restarted)."""
+
+
+class LiveRepo:
+    """A worktree's state, kept current by events (see the module docstring)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, exclude_abs: tuple[str, ...] = (),
+                 on_change: Callable[[LiveRepo], None] | None = None,
+                 sync_timeout_s: float = SYNC_TIMEOUT_S) -> None:
+        repo = gitrepo.open_repository(path)
+        self.root = Path(os.path.realpath(gitrepo.workdir(repo)))
+        self.gitdir = Path(os.path.realpath(repo.path))
+        self.commondir = Path(os.path.realpath(gitrepo.common_dir(repo)))
+        self.identity = gitrepo.repository_identity(repo)
+        self.exclude_abs = exclude_abs
+        self.on_change = on_change
+        self.sync_timeout_s = sync_timeout_s
+        self.lock = threading.RLock()
+        self._cond = threading.Condition(self.lock)
+        self._repo = repo
+        self.head = ""
+        self.dirty: dict[str, str | None] = {}
+        self.generation = 0
+        self.version = 0
+        self.pending_paths: set[str] = set()
+        self.pending_subtrees: set[str] = set()
+        self.pending_git: set[str] = set()
+        self.need_full = True
+        self.events = 0
+        self.rescans = 0
+        self.rehashed = 0
+        self._seen_cookies: set[str] = set()
+        self.watcher: TreeWatcher | None = None
+        self.watch_error: str | None = None
+        self.start_watcher()
+
+    # --- the watcher ---------------------------------------------------------------------------
+
+    def start_watcher(self) -> None:
+        """(Re)start the watch, then (lazily) rescan: every restart is a new generation."""
+        old = self.watcher
+        if old is not None:
+            old.close()
+        git_dirs = [(self.gitdir, False, "")]
+        if self.commondir != self.gitdir:
+            git_dirs.append((self.commondir, False, ""))
+        git_dirs += [(self.commondir / "refs", True, "refs/"), (self.commondir / "info", False, "info/")]
+        w = TreeWatcher(self.root, git_dirs, self._on_batch, skip_dir=self._skip_dir,
+                        exclude_abs=self.exclude_abs)
+        with self.lock:
+            self.generation += 1
+            self.need_full = True
+            self.watcher = w
+            self.watch_error = None
+        w.start()
+
+    def close(self) -> None:
+        if self.watcher is not None:
+            self.watcher.close()
+
+    def watching(self) -> bool:
+        return self.watcher is not None and self.watcher.alive()
+
+    def _skip_dir(self, rel: str) -> bool:
+        """Ignored directories need no watch — unless git tracks something inside them."""
+        try:
+            if not self._repo.path_is_ignored(rel + "/"):
+                return False
+            tree = self._repo.revparse_single("HEAD").peel(pygit2.Tree)
+            tree[fs_path(rel)]
+            return False  # tracked content below an ignored pattern
+        except KeyError:
+            return True
+        except (pygit2.GitError, ValueError):
+            return False
+
+    def _on_batch(self, b: Batch) -> None:
+        """In the watcher thread: record what changed, then release the cookies seen."""
+        with self._cond:
+            self.events += b.events
+            if b.overflow:
+                # Events were lost (or the watcher failed): nothing but a rescan is true now,
+                # and every read in flight raced.
+                self.generation += 1
+                self.need_full = True
+                if self.watcher is not None and self.watcher.error is not None:
+                    self.watch_error = f"{type(self.watcher.error).__name__}: {self.watcher.error}"
+            self.pending_paths |= b.paths
+            self.pending_subtrees |= b.subtrees
+            self.pending_git |= b.git
+            for name in b.paths:
+                if name == ".gitignore" or name.endswith("/.gitignore"):
+                    self.need_full = True
+            self._seen_cookies.update(b.cookies)
+            self._cond.notify_all()
+        if self.on_change is not None and (b.paths or b.subtrees or b.git or b.overflow):
+            self.on_change(self)
+
+    # --- reads ---------------------------------------------------------------------------------
+
+    def sync(self, timeout_s: float | None = None) -> LiveView:
+        """Everything changed before this call has been seen and applied: the view now."""
+        timeout_s = self.sync_timeout_s if timeout_s is None else timeout_s
+        if not self.watching():
+            raise SyncFailed(f"{self.root}: the file watcher is not running ({self.watch_error or 'stopped'})",
+                             "retry; the service restarts its watcher", code=1, retryable=True, kind="racing")
+        name = f"{COOKIE_PREFIX}{os.getpid()}-{next(_COOKIES)}"
+        try:
+            write_cookie(self.gitdir, name)
+        except OSError as exc:
+            raise SyncFailed(f"{self.root}: cannot write a sync cookie ({exc.strerror or exc})",
+                             "check the permissions of the git directory", code=1, retryable=True,
+                             kind="racing") from exc
+        deadline = time.monotonic() + timeout_s
+        try:
+            with self._cond:
+                while name not in self._seen_cookies:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not self.watching():
+                        raise SyncFailed(f"{self.root}: the file watcher did not confirm a sync in "
+                                         f"{timeout_s:.1f}s", "retry", code=1, retryable=True, kind="racing")
+                    self._cond.wait(min(left, 0.05))
+                self._seen_cookies.discard(name)
+        finally:
+            remove_cookie(self.gitdir, name)
+        return self.apply()
+
+    def apply(self) -> LiveView:
+        """Apply the pending changes (rehash only the named paths) and return the view."""
+        with self.lock:
+            if self.need_full or self.pending_git & set(FULL_RESCAN_GIT) or self._head_moved():
+                self._rescan()
+            elif self.pending_git:
+                self.pending_git.clear()  # other refs moved, HEAD did not
+            if self.pending_paths or self.pending_subtrees:
+                self._recheck()
+            return self.view()
+
+    def view(self) -> LiveView:
+        with self.lock:
+            dirty = sorted(self.dirty.items())
+            return LiveView(gitrepo.state_from_dirty(self.head, dirty), self.generation, self.version)
+
+    def _head_moved(self) -> bool:
+        if not self.pending_git:
+            return False
+        try:
+            return gitrepo.head_commit(self._fresh_repo()) != self.head
+        except CitegraphError:
+            return True
+
+    def _fresh_repo(self) -> pygit2.Repository:
+        return pygit2.Repository(str(self.gitdir))
+
+    def _rescan(self) -> None:
+        """The full scan (the one-shot path's): the initial state, and after any change the
+        events cannot describe path by path (index, HEAD, excludes, overflow)."""
+        self.pending_paths.clear()
+        self.pending_subtrees.clear()
+        self.pending_git.clear()
+        self.need_full = False
+        self._repo = self._fresh_repo()
+        state = gitrepo.worktree_state(self._repo)
+        self.rescans += 1
+        self._set(state.head, dict(state.dirty_paths))
+
+    def _set(self, head: str, dirty: dict[str, str | None]) -> None:
+        if head != self.head or dirty != self.dirty:
+            self.head, self.dirty = head, dirty
+            self.version += 1
+
+    def _recheck(self) -> None:
+        """Re-check only the paths events named (and the subtrees of moved directories)."""
+        paths = set(self.pending_paths)
+        subtrees = set(self.pending_subtrees)
+        self.pending_paths.clear()
+        self.pending_subtrees.clear()
+        repo = self._repo
+        try:
+            tree = repo.revparse_single(self.head).peel(pygit2.Tree) if self.head else None
+        except (KeyError, ValueError, pygit2.GitError):
+            tree = None
+        for sub in subtrees:
+            paths |= self._expand(sub, tree)
+        index = repo.index
+        try:
+            index.read(False)
+        except pygit2.GitError:
+            pass
+        dirty = dict(self.dirty)
+        with WorktreeReader(self.root) as reader:
+            for p in paths:
+                if p == ".git" or p.startswith(".git/"):
+                    continue
+                stored = stored_path(p)
+                is_dirty, blob = self._path_state(repo, tree, index, reader, p)
+                if is_dirty:
+                    dirty[stored] = blob
+                else:
+                    dirty.pop(stored, None)
+                self.rehashed += 1
+        self._set(self.head, dirty)
+
+    def _expand(self, sub: str, tree: pygit2.Tree | None) -> set[str]:
+        """Every path that may have changed with directory ``sub``: tracked at HEAD, dirty
+        now, or found on disk (never following a symlink)."""
+        out: set[str] = set()
+        prefix = sub + "/"
+        for stored in self.dirty:
+            p = fs_path(stored)
+            if p == sub or p.startswith(prefix):
+                out.add(p)
+        if tree is not None:
+            try:
+                entry = tree[sub]
+            except KeyError:
+                entry = None
+            if entry is not None and entry.filemode == MODE_TREE:
+                stack = [(self._repo[entry.id], prefix)]
+                while stack:
+                    t, pfx = stack.pop()
+                    for e in t:
+                        if e.filemode == MODE_TREE:
+                            stack.append((self._repo[e.id], f"{pfx}{e.name}/"))
+                        else:
+                            out.add(f"{pfx}{e.name}")
+            elif entry is not None:
+                out.add(sub)
+        full = self.root / sub
+        if full.is_dir() and not full.is_symlink():
+            for dirpath, dirnames, filenames in os.walk(full, followlinks=False):
+                rel = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
+                dirnames[:] = [d for d in dirnames if not (rel == "." and d == ".git")]
+                for f in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
+                    out.add(f if rel == "." else f"{rel}/{f}")
+        out.add(sub)
+        return out
+
+    def _path_state(self, repo: pygit2.Repository, tree: pygit2.Tree | None, index: pygit2.Index,
+                    reader: WorktreeReader, p: str) -> tuple[bool, str | None]:
+        """(dirty?, worktree blob) of one path, as git status would say it: HEAD and the
+        index differ, or the index and the worktree, or an untracked file not ignored."""
+        head_e = _entry(tree, p)
+        try:
+            ie = index[p]
+            idx_e: tuple[str, int] | None = (str(ie.id), int(ie.mode))
+        except (KeyError, ValueError):
+            idx_e = None
+        if idx_e is not None and idx_e[1] == MODE_GITLINK:
+            return head_e != idx_e, idx_e[0] if head_e != idx_e else None
+        found = reader.read(p)
+        if idx_e is None and head_e is None:
+            if found.kind not in ("file", "symlink"):
+                return False, None  # git lists no untracked FIFO, device or directory
+            try:
+                if repo.path_is_ignored(p):
+                    return False, None
+            except (pygit2.GitError, ValueError):
+                pass
+            return True, found.blob_id
+        wt_e = None if found.kind == "absent" else (found.blob_id, found.mode)
+        if found.kind == "symlink":
+            wt_e = (found.blob_id, MODE_SYMLINK)
+        dirty = head_e != idx_e or idx_e != wt_e
+        return dirty, (found.blob_id if found.exists else None)
+
+
+def _entry(tree: pygit2.Tree | None, p: str) -> tuple[str, int] | None:
+    if tree is None:
+        return None
+    try:
+        e = tree[p]
+    except KeyError:
+        return None
+    if e.filemode == MODE_TREE:
+        return None
+    return (str(e.id), int(e.filemode))

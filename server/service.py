@@ -1,0 +1,436 @@
+"""``citegraph serve``: the resident service of one data home.
+
+It watches the repositories registered with it (``serve PATH…``, ``watch``, or the first
+read of a repository through it), keeps each worktree's state from file-system events
+(``graph.live_state``), publishes the exact-current snapshot after each debounced change,
+and answers reads over a local socket (``server.client``). See docs/service.md.
+
+Threads: one watcher thread per repository (inotify), one builder thread (builds run one
+at a time; extraction pools use the ``forkserver`` start method, never ``fork`` from this
+multi-threaded process), a supervisor that restarts dead watchers, and one thread per
+client connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import socket
+import socketserver
+import struct
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import blake3
+
+from citegraph.graph.live_source import LiveSource, current_for_state
+from citegraph.graph.live_state import LiveRepo, LiveView
+from citegraph.graph.snapshot_builder import build_snapshot
+from citegraph.graph.store import Home, atomic_write_json, pid_alive, process_start
+from citegraph.indexer import gitrepo
+from citegraph.indexer.errors import CitegraphError
+
+DEFAULT_DEBOUNCE_MS = 20
+SUPERVISE_S = 0.5
+PROTOCOL = 1
+MAX_REQUEST_BYTES = 32 << 20
+
+Log = Callable[..., None]
+
+
+def _quiet(event: str, text: str, **data: Any) -> None:
+    pass
+
+
+# --- where the service lives ------------------------------------------------------------------
+
+def service_dir(home: Home) -> Path:
+    return home.root / "service"
+
+
+def socket_path(home: Home) -> Path:
+    """``<home>/service/socket``, or a short path under /tmp when that is too long for a
+    Unix socket (108 bytes): ``/tmp/citegraph-<uid>/<hash of the home>.sock``."""
+    p = service_dir(home) / "socket"
+    if len(os.fsencode(p)) < 100:
+        return p
+    digest = blake3.blake3(os.fsencode(os.path.realpath(home.root))).hexdigest(8)
+    return Path(f"/tmp/citegraph-{os.getuid()}") / f"{digest}.sock"
+
+
+def read_record(home: Home) -> dict[str, Any] | None:
+    """The running service's record (pid, socket), or None when none is running."""
+    try:
+        rec = json.loads((service_dir(home) / "service.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(rec, dict) or not isinstance(rec.get("pid"), int):
+        return None
+    if not pid_alive(rec["pid"], rec.get("pid_start")):
+        return None
+    return rec
+
+
+# --- the service ---------------------------------------------------------------------------------
+
+@dataclass
+class Watched:
+    """A registered worktree and its build bookkeeping."""
+
+    live: LiveRepo
+    built: tuple[int, int] | None = None  # the view token last built (or found ready)
+    changed_mono: float = 0.0
+    want: bool = True
+    failures: int = 0
+    not_before: float = 0.0
+    last: dict[str, Any] = field(default_factory=dict)
+    stats: dict[str, int] = field(default_factory=lambda: {"published": 0, "reused": 0, "failed": 0})
+
+
+class Service:
+    """The resident owner of the current state of every registered worktree."""
+
+    def __init__(self, home: Home, *, auto_build: bool = True, debounce_ms: int = DEFAULT_DEBOUNCE_MS,
+                 build_jobs: int | None = None, pool_context: str = "forkserver", log: Log | None = None,
+                 sync_timeout_s: float = 2.0) -> None:
+        if debounce_ms < 0:
+            raise CitegraphError(f"--debounce-ms {debounce_ms} is negative", "pass a value ≥ 0", code=2)
+        self.home = home
+        self.auto_build = auto_build
+        self.debounce_s = debounce_ms / 1000
+        self.build_jobs = build_jobs
+        self.pool_context = pool_context
+        self.log = log or _quiet
+        self.sync_timeout_s = sync_timeout_s
+        self.watched: dict[str, Watched] = {}
+        self._roots: dict[str, str] = {}  # a path given -> the worktree root it lies in
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)
+        self.stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.started_mono = time.monotonic()
+        self.requests = 0
+
+    # --- registration ------------------------------------------------------------------------
+
+    def register(self, path: str | os.PathLike[str]) -> Watched:
+        """The watched worktree holding ``path`` (registered and scanned on first use)."""
+        key = os.path.realpath(os.fspath(path))
+        with self._lock:
+            root = self._roots.get(key)
+            if root is not None and root in self.watched:
+                return self.watched[root]
+        repo = gitrepo.open_repository(key)
+        root = os.path.realpath(gitrepo.workdir(repo))
+        with self._lock:
+            if root in self.watched:
+                self._roots[key] = root
+                return self.watched[root]
+            live = LiveRepo(root, exclude_abs=(str(self.home.root),), on_change=self._changed,
+                            sync_timeout_s=self.sync_timeout_s)
+            w = Watched(live, changed_mono=time.monotonic())
+            self.watched[root] = w
+            self._roots[key] = root
+            self._roots[root] = root
+            self._cond.notify_all()
+        self.log("watching", f"watching {root}", repo=root)
+        return w
+
+    def lookup(self, path: str) -> LiveRepo:
+        return self.register(path).live
+
+    def source(self, wait_s: float = 0.0) -> LiveSource:
+        from citegraph.graph.current import ScanSource
+
+        return LiveSource(self.lookup, self.home, wait_ready=self.wait_ready, wait_s=wait_s, fallback=ScanSource())
+
+    def _changed(self, live: LiveRepo) -> None:
+        with self._cond:
+            w = self.watched.get(str(live.root))
+            if w is not None:
+                w.want = True
+                w.changed_mono = time.monotonic()
+                w.not_before = 0.0
+                self._cond.notify_all()
+
+    # --- builds -----------------------------------------------------------------------------
+
+    def _due(self) -> tuple[list[Watched], float]:
+        now = time.monotonic()
+        due, wait = [], 0.2
+        for w in self.watched.values():
+            if not w.want:
+                continue
+            at = max(w.changed_mono + self.debounce_s, w.not_before)
+            if at <= now:
+                due.append(w)
+            else:
+                wait = min(wait, at - now)
+        return due, wait
+
+    def _builder(self) -> None:
+        while not self.stop.is_set():
+            with self._cond:
+                due, wait = self._due()
+                if not due:
+                    self._cond.wait(wait)
+                    continue
+                for w in due:
+                    w.want = False
+            if not self.auto_build:
+                continue
+            for w in due:
+                if self.stop.is_set():
+                    break
+                self.build(w)
+
+    def build(self, w: Watched) -> dict[str, Any] | None:
+        """Build (or find ready) the snapshot of the worktree's state as the watcher knows it."""
+        live = w.live
+        try:
+            view = live.apply()
+        except CitegraphError as err:
+            self._failed(w, err.line(), err.retryable)
+            return None
+        t0 = time.monotonic()
+        try:
+            res = build_snapshot(live.root, self.home, state=view.state, jobs=self.build_jobs,
+                                 pool_context=self.pool_context)
+        except CitegraphError as err:
+            self._failed(w, err.line(), err.retryable)
+            return None
+        except Exception as exc:  # noqa: BLE001 - the service keeps running
+            self._failed(w, f"citegraph: build failed: {type(exc).__name__}: {exc}", True)
+            return None
+        w.failures, w.not_before = 0, 0.0
+        w.built = view.token
+        data = {**res.to_json(), "repo": str(live.root), "seconds": round(time.monotonic() - t0, 4)}
+        w.last = data
+        w.stats["reused" if res.reused else "published"] += 1
+        if not res.reused:
+            self.log("published", f"published {res.snapshot_id} commit={res.commit[:12]} dirty="
+                     f"{str(res.dirty).lower()} files={res.files} symbols={res.symbols} "
+                     f"seconds={res.seconds:.3f} repo={live.root}", **data)
+        with self._cond:
+            self._cond.notify_all()
+        return data
+
+    def _failed(self, w: Watched, line: str, retryable: bool) -> None:
+        w.stats["failed"] += 1
+        w.failures += 1
+        with self._cond:
+            if retryable:
+                w.want = True
+                w.not_before = time.monotonic() + min(0.1 * 2 ** (w.failures - 1), 10.0)
+            self._cond.notify_all()
+        self.log("retry" if retryable else "error", f"{line.removeprefix('citegraph: ')} repo={w.live.root}",
+                 repo=str(w.live.root), message=line)
+
+    def wait_ready(self, live: LiveRepo, view: LiveView, timeout_s: float) -> None:
+        """Wait (bounded) until the snapshot of ``view`` is ready, kicking the builder."""
+        deadline = time.monotonic() + timeout_s
+        w = self.watched.get(str(live.root))
+        while time.monotonic() < deadline:
+            cur = current_for_state(live.root, self.home, view.state, view.token)
+            if cur.exact_current:
+                return
+            state = (cur.entry or {}).get("state")
+            if state == "failed" and w is not None and w.failures > 3:
+                return
+            with self._cond:
+                if w is not None and self.auto_build:
+                    w.want = True
+                    w.changed_mono = min(w.changed_mono, time.monotonic() - self.debounce_s)
+                    self._cond.notify_all()
+                self._cond.wait(min(0.02, max(deadline - time.monotonic(), 0)))
+
+    # --- supervision --------------------------------------------------------------------------
+
+    def _supervise(self) -> None:
+        while not self.stop.wait(SUPERVISE_S):
+            for w in list(self.watched.values()):
+                if not w.live.watching():
+                    reason = w.live.watch_error or "stopped"
+                    self.log("watcher", f"the watcher of {w.live.root} stopped ({reason}); restarting",
+                             repo=str(w.live.root))
+                    try:
+                        w.live.start_watcher()
+                    except Exception as exc:  # noqa: BLE001 - tried again next round
+                        w.live.watch_error = f"{type(exc).__name__}: {exc}"
+                    self._changed(w.live)
+
+    # --- life cycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        for target, name in ((self._builder, "citegraph-builder"), (self._supervise, "citegraph-supervisor")):
+            t = threading.Thread(target=target, name=name, daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def close(self) -> None:
+        self.stop.set()
+        with self._cond:
+            self._cond.notify_all()
+        for t in self._threads:
+            t.join(timeout=5)
+        for w in list(self.watched.values()):
+            w.live.close()
+
+    def status(self) -> dict[str, Any]:
+        return {"pid": os.getpid(), "protocol": PROTOCOL, "uptime_s": round(time.monotonic() - self.started_mono, 3),
+                "requests": self.requests, "auto_build": self.auto_build,
+                "repos": [{"root": root, "watching": w.live.watching(), "generation": w.live.generation,
+                           "version": w.live.version, "events": w.live.events, "rescans": w.live.rescans,
+                           "rehashed": w.live.rehashed, "watches": w.live.watcher.watches if w.live.watcher else 0,
+                           "last_build": w.last or None, **w.stats}
+                          for root, w in sorted(self.watched.items())]}
+
+
+# --- the socket -------------------------------------------------------------------------------------
+
+Handler = Callable[[Service, dict[str, Any]], dict[str, Any]]
+
+
+class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+    allow_reuse_address = False
+
+
+def _peer_uid(sock: socket.socket) -> int | None:
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except (OSError, AttributeError):
+        return None
+    return struct.unpack("3i", creds)[1]
+
+
+class Endpoint:
+    """The local socket of a running service: one per data home (a lock file says so)."""
+
+    def __init__(self, service: Service, handlers: dict[str, Handler]) -> None:
+        self.service = service
+        self.handlers = handlers
+        self.home = service.home
+        self.dir = service_dir(self.home)
+        self.path = socket_path(self.home)
+        self._lock_fd: int | None = None
+        self.server: _Server | None = None
+        self.thread: threading.Thread | None = None
+
+    def acquire(self) -> None:
+        """Take the one-service-per-home lock or say which service already runs."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.dir, 0o700)
+        fd = os.open(self.dir / "service.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                rec = read_record(self.home) or {}
+                raise CitegraphError(f"a citegraph service already runs for {self.home.root} "
+                                     f"(pid {rec.get('pid', '?')})", "use it, or stop it first", code=1,
+                                     kind="service-running") from None
+            raise
+        self._lock_fd = fd
+
+    def open(self) -> None:
+        self.acquire()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.path.parent, 0o700)
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()  # a dead service's socket (we hold the lock: nobody uses it)
+        endpoint = self
+
+        class Handle(socketserver.StreamRequestHandler):
+            def handle(self) -> None:
+                endpoint._serve_connection(self)
+
+        old = os.umask(0o177)
+        try:
+            self.server = _Server(str(self.path), Handle)
+        finally:
+            os.umask(old)
+        os.chmod(self.path, 0o600)
+        atomic_write_json(self.dir / "service.json", {
+            "pid": os.getpid(), "pid_start": process_start(os.getpid()), "socket": str(self.path),
+            "protocol": PROTOCOL, "started_at": time.time(), "home": str(self.home.root)})
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.2},
+                                       name="citegraph-socket", daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+        with contextlib.suppress(OSError):
+            rec = json.loads((self.dir / "service.json").read_text())
+            if rec.get("pid") == os.getpid():
+                (self.dir / "service.json").unlink()
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _serve_connection(self, h: socketserver.StreamRequestHandler) -> None:
+        uid = _peer_uid(h.connection)
+        if uid is not None and uid != os.getuid():
+            _send(h, {"ok": False, "error": _error_json(CitegraphError(
+                "the service accepts requests only from its own user", "", code=3, kind="forbidden"))})
+            return
+        while not self.service.stop.is_set():
+            line = h.rfile.readline(MAX_REQUEST_BYTES + 1)
+            if not line:
+                return
+            if len(line) > MAX_REQUEST_BYTES:
+                _send(h, {"ok": False, "error": _error_json(CitegraphError(
+                    "request too large", "", code=2, kind="usage"))})
+                return
+            _send(h, self.dispatch(line))
+
+    def dispatch(self, line: bytes) -> dict[str, Any]:
+        self.service.requests += 1
+        try:
+            req = json.loads(line)
+        except (ValueError, RecursionError):
+            return {"ok": False, "error": _error_json(CitegraphError("malformed request", "", code=2, kind="usage"))}
+        if not isinstance(req, dict) or not isinstance(req.get("op"), str):
+            return {"ok": False, "error": _error_json(CitegraphError("malformed request", "", code=2, kind="usage"))}
+        handler = self.handlers.get(req["op"])
+        if handler is None:
+            return {"ok": False, "error": _error_json(CitegraphError(f"unknown request {req['op']!r}", "",
+                                                                     code=2, kind="usage"))}
+        args = req.get("args") or {}
+        try:
+            return {"ok": True, "data": handler(self.service, args)}
+        except CitegraphError as err:
+            return {"ok": False, "error": _error_json(err)}
+        except OSError as exc:
+            fname = f"{exc.filename}: " if exc.filename else ""
+            err = CitegraphError(f"{fname}{exc.strerror or exc}", "check disk space and permissions, then retry",
+                                 code=3, kind="environment")
+            return {"ok": False, "error": _error_json(err)}
+        except Exception as exc:  # noqa: BLE001 - a bug in one request must not kill the service
+            err = CitegraphError(f"internal error in {req['op']}: {type(exc).__name__}: {exc}", "", code=3,
+                                 kind="internal")
+            return {"ok": False, "error": _error_json(err)}
+
+
+def _error_json(err: CitegraphError) -> dict[str, Any]:
+    return {"what": err.what, "todo": err.todo, "code": err.code, "kind": err.kind, "retryable": err.retryable}
+
+
+def _send(h: socketserver.StreamRequestHandler, msg: dict[str, Any]) -> None:
+    try:
+        h.wfile.write(json.dumps(msg, default=str).encode("utf-8") + b"\n")
+        h.wfile.flush()
+    except (BrokenPipeError, ConnectionResetError):
+        pass
