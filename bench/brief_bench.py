@@ -45,7 +45,7 @@ from citegraph.memory.recall import recall
 from citegraph.memory.store import MemoryStore, bulk_insert
 from citegraph.validator.capture import capture
 from citegraph.validator.model import Receipt
-from citegraph.validator.validate import MemoryInput, validate
+from citegraph.validator.pipeline import MemoryInput, resolve_scope, validate
 
 TASK_WORDS = ("zephyrine", "quillback", "marrowset")
 COMMON = "retry"
@@ -210,7 +210,7 @@ def bench_one(args: argparse.Namespace, tmp: Path, rnd: random.Random) -> list[d
         ("part: recall alone (store open + BM25 + boosts)",
          timed(lambda: _recall(home, task), args.runs), "part"),
         ("part: validate alone, same 96 receipts, no cache",
-         timed(lambda: validate(home, mem_inputs, [ws.ScopeMember(repo, current_state(repo, home))]), args.runs),
+         timed(lambda: validate(home, mem_inputs, resolve_scope(home, [repo])), args.runs),
          "part (includes 2 current-state checks)"),
     ]
     out = report(rows)

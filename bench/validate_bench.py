@@ -27,7 +27,7 @@ from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.graph.store import Home
 from citegraph.validator.capture import capture, receipt_id
 from citegraph.validator.model import Receipt
-from citegraph.validator.validate import MemoryInput, resolve_scope, validate
+from citegraph.validator.pipeline import MemoryInput, resolve_scope, validate
 
 
 def pct(xs: list[float], q: float) -> float:

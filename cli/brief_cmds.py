@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import click
 
-from citegraph.cli.common import emit_json, get_home, handle_errors
+from citegraph.cli.common import (
+    abspath,
+    emit_json,
+    get_home,
+    handle_errors,
+    no_service_option,
+    via_service,
+)
 from citegraph.indexer.errors import CitegraphError
-from citegraph.memory import api
-from citegraph.memory.brief import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
+from citegraph.memory.brief_bounds import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
 
 
 @click.command()
@@ -21,15 +27,25 @@ from citegraph.memory.brief import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
 @click.option("--repo", "repos", multiple=True, type=click.Path(file_okay=False),
               help="Repositories in scope (default: the one at the current directory).")
 @click.option("--json", "as_json", is_flag=True, help="The full structure (docs/schemas/brief.schema.json).")
+@no_service_option
 @click.pass_context
 @handle_errors
 def brief(ctx: click.Context, task: str, project: str | None, workset: str | None, refs: tuple[str, ...],
-          budget_tokens: int, repos: tuple[str, ...], as_json: bool) -> None:
+          budget_tokens: int, repos: tuple[str, ...], as_json: bool, no_service: bool) -> None:
     """Context Brief: the memories relevant to a task, each with its validated freshness,
     stale ones apart — bounded in work and in size; never indexes."""
     if workset and repos:
         raise CitegraphError("--workset and --repo are exclusive",
                                  "a workset names its repositories; drop --repo", code=2)
+    args = {"task": task, "project": project, "workset": workset, "code_refs": list(refs),
+            "budget_tokens": budget_tokens,
+            "repo_paths": None if workset else ([abspath(r) for r in repos] or [abspath(".")])}
+    served = via_service(ctx, "brief", args, no_service=no_service)
+    if served is not None:
+        click.echo(served["json_text"] if as_json else served["text"])
+        return
+    from citegraph.memory import api
+
     res = api.brief(get_home(ctx), task, project=project, workset=workset, code_refs=list(refs),
                     budget_tokens=budget_tokens, repo_paths=list(repos) or None)
     click.echo(res.json_text if as_json else res.text)
@@ -43,6 +59,8 @@ def brief(ctx: click.Context, task: str, project: str | None, workset: str | Non
 def import_legacy(ctx: click.Context, file: str, as_json: bool) -> None:
     """Import legacy memory records (JSON array or JSONL with text, project, topic, kind,
     source_commit, author, created_at): all or nothing, stored without citations."""
+    from citegraph.memory import api
+
     res = api.import_legacy(get_home(ctx), file)
     if as_json:
         emit_json(res)

@@ -53,3 +53,24 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             sys.exit(3)
 
     return wrapper
+
+
+def no_service_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--no-service``: take the one-shot path even when a service runs for the home."""
+    return click.option("--no-service", "no_service", is_flag=True,
+                        help="Do not ask the resident service; read the worktree directly (one-shot).")(fn)
+
+
+def via_service(ctx: click.Context, op: str, args: dict[str, Any], *, no_service: bool = False,
+                read_only: bool = True) -> Any:
+    """The resident service's answer to ``op``, or None when none answers for this data
+    home (the caller takes the one-shot path). Paths in ``args`` must be absolute."""
+    if no_service:
+        return None
+    from citegraph.server.client import call
+
+    return call(get_home(ctx), op, args, read_only=read_only)
+
+
+def abspath(path: str) -> str:
+    return os.path.abspath(path)

@@ -9,10 +9,17 @@ from pathlib import Path
 
 import click
 
-from citegraph.cli.common import emit_json, get_home, handle_errors
-from citegraph.graph import queries
-from citegraph.graph.retention import collect
-from citegraph.graph.snapshot_builder import build_snapshot
+from citegraph.cli.common import (
+    abspath,
+    emit_json,
+    get_home,
+    handle_errors,
+    no_service_option,
+    via_service,
+)
+
+# The graph layer (git, DuckDB, tree-sitter) is imported inside the commands: a read
+# answered by the resident service needs none of it.
 
 
 @click.command()
@@ -20,11 +27,16 @@ from citegraph.graph.snapshot_builder import build_snapshot
 @click.option("--rev", help="Index this commit (read from the object database) instead of the worktree.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
+@no_service_option
 @click.pass_context
 @handle_errors
-def index(ctx: click.Context, path: str, rev: str | None, as_json: bool, quiet: bool) -> None:
+def index(ctx: click.Context, path: str, rev: str | None, as_json: bool, quiet: bool, no_service: bool) -> None:
     """Build (or reuse) the snapshot of the worktree's current state, or of --rev."""
     home = get_home(ctx)
+    served = via_service(ctx, "index", {"path": abspath(path), "rev": rev}, no_service=no_service)
+    if served is not None:
+        _print_index(served, as_json, quiet)
+        return
     show = not quiet and not as_json and sys.stderr.isatty()
     bar = None
 
@@ -45,36 +57,51 @@ def index(ctx: click.Context, path: str, rev: str | None, as_json: bool, quiet: 
         raise KeyboardInterrupt  # the builder marks the build failed and cleans up
 
     previous = signal.signal(signal.SIGTERM, terminated)
+    from citegraph.graph.snapshot_builder import build_snapshot
+
     try:
         res = build_snapshot(path, home, rev=rev, progress=progress, on_wait=waiting)
     finally:
         signal.signal(signal.SIGTERM, previous)
         if bar is not None:
             bar.__exit__(None, None, None)
+    _print_index(res.to_json(), as_json, quiet)
+
+
+def _print_index(data: dict, as_json: bool, quiet: bool) -> None:
     if as_json:
-        emit_json(res.to_json())
+        emit_json(data)
     elif not quiet:
-        how = "reused" if res.reused else f"built in {res.seconds:.2f}s"
-        state = "overlay (dirty worktree)" if res.dirty else "commit"
-        click.echo(f"{res.snapshot_id} {state} {res.commit[:12]}: {res.files} files, "
-                   f"{res.symbols} symbols, {how}")
+        how = "reused" if data["reused"] else f"built in {data['seconds']:.2f}s"
+        state = "overlay (dirty worktree)" if data["dirty"] else "commit"
+        click.echo(f"{data['snapshot_id']} {state} {data['commit'][:12]}: {data['files']} files, "
+                   f"{data['symbols']} symbols, {how}")
 
 
 @click.command()
 @click.argument("path", default=".", type=click.Path(file_okay=False))
 @click.option("--json", "as_json", is_flag=True)
+@no_service_option
 @click.pass_context
 @handle_errors
-def status(ctx: click.Context, path: str, as_json: bool) -> None:
-    """Repository identity, HEAD, dirty state, snapshots and exact-current readiness."""
-    data = queries.status(path, get_home(ctx))
+def status(ctx: click.Context, path: str, as_json: bool, no_service: bool) -> None:
+    """Repository identity, HEAD, dirty state, snapshots and exact-current readiness (and
+    whether the resident service answered)."""
+    data = via_service(ctx, "status", {"path": abspath(path)}, no_service=no_service)
+    if data is None:
+        from citegraph.graph import queries
+
+        data = queries.status(path, get_home(ctx))
+        data["service"] = {"used": False, "reason": "--no-service" if no_service else _service_reason(ctx)}
     if as_json:
         emit_json(data)
         return
     click.echo(f"repository {data['repository_id']} ({data['repository_kind']})")
     click.echo(f"head       {data['head']}{' + dirty worktree' if data['dirty'] else ''}")
-    cur = data["snapshot_id"] or "none — run citegraph index"
+    cur = data["snapshot_id"] or "none — run citegraph index (or citegraph serve)"
     click.echo(f"exact-current snapshot: {cur}")
+    svc = data.get("service") or {}
+    click.echo(f"read through: {'the service (pid ' + str(svc.get('pid')) + ')' if svc.get('used') else 'a one-shot scan (' + str(svc.get('reason')) + ')'}")
     for s in data["snapshots"][-10:]:
         click.echo(f"  {s['snapshot_id']} {s['state']:8} {s['kind']:7} {s['commit'][:12]}"
                    f"{' files=' + str(s.get('files')) if s.get('files') is not None else ''}")
@@ -90,12 +117,19 @@ def status(ctx: click.Context, path: str, as_json: bool) -> None:
 @click.command()
 @click.argument("file", type=click.Path())
 @click.option("--json", "as_json", is_flag=True)
+@no_service_option
 @click.pass_context
 @handle_errors
-def symbols(ctx: click.Context, file: str, as_json: bool) -> None:
+def symbols(ctx: click.Context, file: str, as_json: bool, no_service: bool) -> None:
     """List the symbols of FILE in the exact-current snapshot (handles to cite)."""
     full = Path(file).resolve() if not os.path.isabs(file) else Path(file)
-    rows = queries.symbols_of_file(full, get_home(ctx))
+    served = via_service(ctx, "symbols", {"file": str(full)}, no_service=no_service)
+    if served is not None:
+        rows = served["symbols"]
+    else:
+        from citegraph.graph import queries
+
+        rows = queries.symbols_of_file(full, get_home(ctx))
     if as_json:
         emit_json({"symbols": rows})
         return
@@ -108,11 +142,19 @@ def symbols(ctx: click.Context, file: str, as_json: bool) -> None:
 @click.option("--repo", "repo_path", default=".", type=click.Path(file_okay=False))
 @click.option("--limit", default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
+@no_service_option
 @click.pass_context
 @handle_errors
-def find(ctx: click.Context, name: str, repo_path: str, limit: int, as_json: bool) -> None:
+def find(ctx: click.Context, name: str, repo_path: str, limit: int, as_json: bool, no_service: bool) -> None:
     """Search symbols by name or qualified name in the exact-current snapshot."""
-    rows = queries.find_symbols(repo_path, get_home(ctx), name, limit)
+    served = via_service(ctx, "find", {"repo": abspath(repo_path), "name": name, "limit": limit},
+                         no_service=no_service)
+    if served is not None:
+        rows = served["symbols"]
+    else:
+        from citegraph.graph import queries
+
+        rows = queries.find_symbols(repo_path, get_home(ctx), name, limit)
     if as_json:
         emit_json({"symbols": rows})
         return
@@ -130,12 +172,25 @@ def find(ctx: click.Context, name: str, repo_path: str, limit: int, as_json: boo
 @handle_errors
 def gc(ctx: click.Context, keep_last: int, dry_run: bool, as_json: bool) -> None:
     """Retire snapshots that are not exact-current, among the last N, or pinned by a workset."""
+    from citegraph.graph.retention import collect
+
     res = collect(get_home(ctx), keep_last=keep_last, dry_run=dry_run)
     if as_json:
         emit_json(res)
     else:
         click.echo(f"{'would retire' if dry_run else 'retired'} {len(res['retired'])} snapshot(s), "
                    f"kept {len(res['kept'])}")
+
+
+def _service_reason(ctx: click.Context) -> str:
+    from citegraph.server.client import Unavailable, connect
+
+    try:
+        sock, _ = connect(get_home(ctx))
+    except Unavailable as why:
+        return str(why)
+    sock.close()
+    return "the service did not answer"
 
 
 COMMANDS = [index, status, symbols, find, gc]

@@ -16,12 +16,16 @@ from citegraph.server.mcp_server import DEFAULT_CALL_TIMEOUT_S, DEFAULT_MAX_THRE
 @click.option("--max-calls", type=click.IntRange(min=1, max=256), default=DEFAULT_MAX_THREADS, show_default=True,
               help="Most tool calls running at once across all repositories (calls past their timeout "
                    "included); one call at a time per repository.")
+@click.option("--no-service", "no_service", is_flag=True,
+              help="Do not run (or attach to) the resident service: every call scans the worktree.")
 @click.pass_context
 @handle_errors
-def mcp(ctx: click.Context, call_timeout: float, max_calls: int) -> None:
+def mcp(ctx: click.Context, call_timeout: float, max_calls: int, no_service: bool) -> None:
     """Run the MCP server on stdin/stdout (tools: remember, brief, validate, index_status,
-    workset_prepare). Register it with your agent client: see docs/mcp.md."""
-    serve(get_home(ctx), call_timeout=call_timeout, max_threads=max_calls)
+    workset_prepare). It runs the resident service in-process (or uses the one already
+    running for this data home), so the agent's graph is always current. Register it with
+    your agent client: see docs/mcp.md."""
+    serve(get_home(ctx), call_timeout=call_timeout, max_threads=max_calls, host_service=not no_service)
 
 
 COMMANDS = [mcp]

@@ -8,9 +8,17 @@ import sys
 
 import click
 
-from citegraph.cli.common import emit_json, get_home, handle_errors
-from citegraph.memory import api
-from citegraph.memory.store import MemoryStore
+from citegraph.cli.common import (
+    abspath,
+    emit_json,
+    get_home,
+    handle_errors,
+    no_service_option,
+    via_service,
+)
+
+# The heavy layers (git, DuckDB) are imported inside the commands: a read answered by the
+# resident service needs none of them.
 
 
 @click.command()
@@ -26,15 +34,26 @@ from citegraph.memory.store import MemoryStore
 @click.option("--agent-id")
 @click.option("--session-id")
 @click.option("--json", "as_json", is_flag=True)
+@no_service_option
 @click.pass_context
 @handle_errors
 def remember(ctx: click.Context, text: str, kind: str, project: str, topic: str | None, refs: tuple[str, ...],
              repo: str, supersedes: str | None, source_commit: str | None, author: str | None,
-             agent_id: str | None, session_id: str | None, as_json: bool) -> None:
-    """Store a memory with code citations resolved against the exact-current snapshot."""
-    res = api.remember(get_home(ctx), text, repo=repo, refs=list(refs), kind=kind, project=project, topic=topic,
-                       author=author, agent_id=agent_id, session_id=session_id, supersedes=supersedes,
-                       source_commit=source_commit)
+             agent_id: str | None, session_id: str | None, as_json: bool, no_service: bool) -> None:
+    """Store a memory with code citations resolved against the exact-current snapshot.
+
+    Through the resident service, a capture right after an edit waits (at most 2 s) for
+    the overlay of the new state instead of failing."""
+    args = {"text": text, "repo": abspath(repo), "refs": list(refs), "kind": kind, "project": project,
+            "topic": topic, "author": author, "agent_id": agent_id, "session_id": session_id,
+            "supersedes": supersedes, "source_commit": source_commit}
+    res = via_service(ctx, "remember", args, no_service=no_service, read_only=False)
+    if res is None:
+        from citegraph.memory import api
+
+        res = api.remember(get_home(ctx), text, repo=repo, refs=list(refs), kind=kind, project=project,
+                           topic=topic, author=author, agent_id=agent_id, session_id=session_id,
+                           supersedes=supersedes, source_commit=source_commit)
     if as_json:
         emit_json(res)
         return
@@ -55,6 +74,8 @@ def remember(ctx: click.Context, text: str, kind: str, project: str, topic: str 
 @handle_errors
 def show(ctx: click.Context, memory_id: str, as_json: bool) -> None:
     """Show one memory and its citations (receipts)."""
+    from citegraph.memory.store import MemoryStore
+
     with MemoryStore.open(get_home(ctx)) as ms:
         mem = ms.require(memory_id)
     if as_json:
@@ -74,6 +95,9 @@ def show(ctx: click.Context, memory_id: str, as_json: bool) -> None:
 @handle_errors
 def list_(ctx: click.Context, project: str | None, include_archived: bool, as_json: bool) -> None:
     """List memories."""
+    from citegraph.memory import api
+    from citegraph.memory.store import MemoryStore
+
     with MemoryStore.open(get_home(ctx)) as ms:
         mems = api.select_memories(ms, None, project, include_archived)
     if as_json:
@@ -91,6 +115,8 @@ def list_(ctx: click.Context, project: str | None, include_archived: bool, as_js
 @handle_errors
 def history(ctx: click.Context, memory_id: str, as_json: bool) -> None:
     """All revisions of a memory (append-only)."""
+    from citegraph.memory.store import MemoryStore
+
     with MemoryStore.open(get_home(ctx)) as ms:
         revs = ms.history(memory_id)
     if as_json:
@@ -106,6 +132,8 @@ def history(ctx: click.Context, memory_id: str, as_json: bool) -> None:
 @handle_errors
 def archive(ctx: click.Context, memory_id: str) -> None:
     """Archive a memory (kept, no longer recalled)."""
+    from citegraph.memory.store import MemoryStore
+
     with MemoryStore.open(get_home(ctx)) as ms:
         mem = ms.set_status(memory_id, "archived")
     click.echo(f"{mem.id} archived")
@@ -118,6 +146,8 @@ def archive(ctx: click.Context, memory_id: str) -> None:
 @handle_errors
 def forget(ctx: click.Context, memory_id: str, yes: bool) -> None:
     """Delete a memory and all its revisions (the only way anything is deleted)."""
+    from citegraph.memory.store import MemoryStore
+
     if not yes:
         click.echo("citegraph: forget deletes every revision — pass --yes to confirm", err=True)
         sys.exit(2)
@@ -139,24 +169,31 @@ FAIL_ON = {"stale": {"stale"}, "unknown": {"stale", "unknown"}}
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "jsonl"]), default="text", show_default=True)
 @click.option("--fail-on", type=click.Choice(["stale", "unknown"]))
 @click.option("--workset", help="Validate against the members of this workset (never builds; see docs/worksets.md).")
+@no_service_option
 @click.pass_context
 @handle_errors
 def validate(ctx: click.Context, all_: bool, memory_ids: tuple[str, ...], project: str | None,
              repos: tuple[str, ...], at: str | None, fmt: str, fail_on: str | None,
-             workset: str | None = None) -> None:
+             workset: str | None = None, no_service: bool = False) -> None:
     """Check every citation against the exact current code: exact, relocated, changed,
     deleted or unknown."""
     if all_ and memory_ids:
         raise click.UsageError("--all and --memory are exclusive")
     if workset and (repos or at):
         raise click.UsageError("--workset cannot be combined with --repo or --at")
-    if workset:
-        report = api.validate_workset(get_home(ctx), workset, memory_ids=list(memory_ids) or None,
-                                      project=project)
-    else:
-        report = api.validate_memories(get_home(ctx), memory_ids=list(memory_ids) or None, project=project,
-                                       repo_paths=list(repos) or None, at=at)
-    data = report.to_json()
+    args = {"memory_ids": list(memory_ids) or None, "project": project, "workset": workset, "at": at,
+            "repo_paths": [abspath(r) for r in repos] if repos else ([] if workset else [abspath(".")])}
+    data = via_service(ctx, "validate", args, no_service=no_service)
+    if data is None:
+        from citegraph.memory import api
+
+        if workset:
+            report = api.validate_workset(get_home(ctx), workset, memory_ids=list(memory_ids) or None,
+                                          project=project)
+        else:
+            report = api.validate_memories(get_home(ctx), memory_ids=list(memory_ids) or None, project=project,
+                                           repo_paths=list(repos) or None, at=at)
+        data = report.to_json()
     if fmt == "json":
         emit_json(data)
     elif fmt == "jsonl":

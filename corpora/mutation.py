@@ -4,8 +4,10 @@ citegraph.corpora.mutation [--json] [--corpus all|subset|none] [--independent] [
 A small AST flipper makes one mutant at a time of ``validator/decisions.py``: comparisons
 (``==``/``!=``, ``<``/``<=``/``>``/``>=``, ``in``/``not in``, ``is``/``is not``), ``and``/``or``,
 dropped ``not``, negated ``if`` tests, numeric constants (0→1, 1→0 and 1→2, n→n±1),
-returned outcome and reason strings (``"exact"``↔``"changed"``, …), ``True``/``False``,
-``max``/``min`` and ``any``/``all``. The real file is never written: each mutant is compiled
+returned outcome and reason strings (``"exact"``↔``"changed"``, …), reasons named by the
+``Reason`` enum (``Reason.NOT_CURRENT``→``Reason.RACING``, …), ``True``/``False``,
+``max``/``min`` and ``any``/``all``. The enum's own values are the JSON contract, pinned by
+a unit test, and are not mutated. The real file is never written: each mutant is compiled
 from memory (its source is kept in a temporary copy for tracebacks) and swapped into the
 loaded ``citegraph.validator.decisions`` module in-process, then restored.
 
@@ -37,11 +39,25 @@ from pathlib import Path
 OUTCOME_SWAP = {"exact": "changed", "relocated": "exact", "changed": "exact", "deleted": "unknown",
                 "unknown": "exact", "stale": "fresh", "fresh": "stale"}
 REASON_SWAP = {"not-current": "racing", "out-of-scope": "not-current", "extractor-mismatch": "not-current",
+               "racing": "not-current", "limit": "not-current", "repository-ambiguous": "out-of-scope",
+               "member-missing": "not-current", "invalid-citation": "limit",
+               "snapshot-unreadable": "not-current",
                "ambiguous-relocation": "ambiguous-successor", "ambiguous-successor": "ambiguous-relocation",
                "incomplete-coverage": "ambiguous-relocation", "no-basis": "source-commit-behind",
                "source-commit-gone": "source-commit-not-ancestor",
                "source-commit-not-ancestor": "source-commit-gone",
                "source-commit-behind": "no-basis", "dirty-worktree": "source-commit-behind"}
+REASON_ENUM = "Reason"  # the enum of decisions.py whose members are swapped by value
+
+
+def _reason_attr_swap() -> dict[str, str]:
+    """{member name: member name} following REASON_SWAP by value (``NOT_CURRENT`` → ``RACING``)."""
+    from citegraph.validator.decisions import Reason
+
+    values = {r.value: r.name for r in Reason}
+    return {values[a]: values[b] for a, b in REASON_SWAP.items() if a in values and b in values}
+
+
 CMP_SWAP: dict[type, type] = {ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.Lt: ast.LtE, ast.LtE: ast.Lt,
                               ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.In: ast.NotIn, ast.NotIn: ast.In,
                               ast.Is: ast.IsNot, ast.IsNot: ast.Is}
@@ -50,11 +66,12 @@ NAME_SWAP = {"max": "min", "min": "max", "any": "all", "all": "any"}
 FRESH_SWAP = {"fresh": "stale", "stale": "fresh", "unknown": "fresh"}
 FRESHNESS_FUNCS = {"freshness", "legacy_freshness"}
 
-CORPUS_SUBSET = (  # --corpus subset: a quick sample touching every decision table
+CORPUS_SUBSET = (  # --corpus subset: a quick sample touching every decision table and row
     "move_python", "deletion_python", "duplicate_copies_python", "ambiguous_successor_javascript",
     "coverage_partial_delete_python", "coverage_skipped_python", "stale_snapshot_python",
     "collision_fork_go", "extractor_changed_python", "legacy_python", "dirty_overlay_python",
     "duplicate_in_file_go", "rename_python", "body_change_go", "path_reuse_shim_python",
+    "racing_validate_python", "collision_worktree_typescript",
     "coverage_variance_typescript",  # the damage-region refinement of SPEC §6.4
 )
 
@@ -84,6 +101,17 @@ class _Finder(ast.NodeVisitor):
         self.points: list[tuple[ast.AST, str, int, str]] = []  # node, what, variant, function
         self.func = "<module>"
         self.returned: set[int] = set()  # ids of constants returned by a freshness function
+        self.reason_swap = _reason_attr_swap()
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        """Not descended: the one class is the ``Reason`` enum, whose values are the JSON
+        contract (pinned by tests/test_decisions_unit.py), not a decision."""
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if (isinstance(node.value, ast.Name) and node.value.id == REASON_ENUM
+                and node.attr in self.reason_swap):
+            self.add(node, f"{REASON_ENUM}.{node.attr} -> {REASON_ENUM}.{self.reason_swap[node.attr]}")
+        self.generic_visit(node)
 
     def visit_Return(self, node: ast.Return) -> None:
         if self.func in FRESHNESS_FUNCS and node.value is not None:
@@ -206,6 +234,8 @@ def mutate(source: str, index: int) -> ast.Module:
             node.value = REASON_SWAP[v]
     elif isinstance(node, ast.Name):
         node.id = NAME_SWAP[node.id]
+    elif isinstance(node, ast.Attribute):
+        node.attr = f.reason_swap[node.attr]
     return ast.fix_missing_locations(tree)
 
 
@@ -262,19 +292,21 @@ def run_pytest(args: list[str]) -> tuple[bool, str]:
 # --- corpus replay ---------------------------------------------------------------------------
 #
 # Re-running git and the builder for every mutant would take hours. The decision functions
-# are pure and their inputs (receipts, evidence, preconditions) never depend on their
-# outputs, so one real run of the corpus records every call, and each mutant is judged by
-# re-deciding every labeled observation from those recorded inputs, re-aggregating, and
+# are pure and their inputs (receipts, facts, evidence) never depend on their outputs
+# (except the bound counts, see _redecide), so one real run of the corpus records every
+# call, and each mutant is judged by re-deciding every labeled observation from those
+# recorded inputs — the whole chain: well_formed, within_bounds → before_anything →
+# snapshot_unreadable | extractor_gate → the table → after_run — re-aggregating, and
 # applying the same labels and gates as the runner.
 
-CITE_FUNCS = ("precondition", "decide_file", "decide_span", "decide_symbol")
-RECORDED = (*CITE_FUNCS, "legacy_freshness")
-BYPASS_REASONS = ("not-current", "racing", "repository-ambiguous", "limit")
+TABLES = ("decide_file", "decide_span", "decide_symbol")
+RECORDED = ("well_formed", "within_bounds", "before_anything", "snapshot_unreadable", "extractor_gate",
+            *TABLES, "after_run", "legacy_freshness")
 
 
 def _record_case(case):  # a top-level function: runs in a worker process
     from citegraph.corpora import runner
-    from citegraph.memory.store import MemoryStore
+    from citegraph.memory.observation_cache import StoreCache
     from citegraph.validator import decisions
 
     calls: dict[int, list] = {}
@@ -310,16 +342,75 @@ def _record_case(case):  # a top-level function: runs in a worker process
     runner.CaseRun.op_validate, runner.validate_memories = op_validate, vm
     # Every validation decides afresh (the observation cache would hide which snapshot an
     # observation was decided against; cached answers equal recomputed ones by design).
-    orig_get = MemoryStore.get_many
-    MemoryStore.get_many = lambda self, snapshot_id, citation_ids: {}  # type: ignore[method-assign]
+    orig_load = StoreCache.load
+    StoreCache.load = lambda self, ms, wanted: None  # type: ignore[method-assign]
     try:
         result = runner.run_case(case)
     finally:
         for n, f in saved.items():
             setattr(decisions, n, f)
         runner.CaseRun.op_validate, runner.validate_memories = orig_op, orig_vm
-        MemoryStore.get_many = orig_get  # type: ignore[method-assign]
+        StoreCache.load = orig_load  # type: ignore[method-assign]
     return result, calls
+
+
+def _by_citation(calls: list) -> dict[str, list]:
+    """A step's calls per citation id: a receipt's own calls; ``within_bounds`` (no receipt)
+    belongs to the receipt just checked by ``well_formed``; ``after_run`` to each
+    observation it was given."""
+    out: dict[str, list] = {}
+    last = None
+    for call in calls:
+        name, a, _k = call
+        if name == "within_bounds":
+            if last is not None:
+                out.setdefault(last, []).append(call)
+        elif name == "after_run":
+            for o in a[0] if a else ():
+                out.setdefault(o.citation_id, []).append(call)
+        elif a and getattr(a[0], "id", None) is not None and hasattr(a[0], "kind"):
+            last = a[0].id
+            out.setdefault(last, []).append(call)
+    return out
+
+
+def _redecide(dec, calls: list):
+    """One citation's observation had the decisions been ``dec``; None when the mutant lets
+    through what the original stopped (nothing recorded to continue with: not replayable).
+    The bound counts are the recorded ones, exact up to the first citation a mutant decides
+    differently."""
+    first = {}
+    for name, a, k in calls:
+        first.setdefault(name, (a, k))
+    if "before_anything" not in first:
+        return None
+    a, k = first["before_anything"]
+    k = dict(k)
+    if "well_formed" in first:
+        wa, wk = first["well_formed"]
+        k["well_formed"] = dec.well_formed(*wa, **wk)
+    if "within_bounds" in first:
+        ba, bk = first["within_bounds"]
+        k["within_bounds"] = bool(k["well_formed"]) and dec.within_bounds(*ba, **bk)
+    o = dec.before_anything(*a, **k)
+    if o is not None:
+        return o
+    if "snapshot_unreadable" in first:
+        a, k = first["snapshot_unreadable"]
+        return dec.snapshot_unreadable(*a, **k)
+    if "extractor_gate" in first:
+        a, k = first["extractor_gate"]
+        o = dec.extractor_gate(*a, **k)
+    if o is None:
+        table = next((n for n in TABLES if n in first), None)
+        if table is None:
+            return None
+        a, k = first[table]
+        o = getattr(dec, table)(*a, **k)
+    if "after_run" in first:
+        _a, k = first["after_run"]
+        (o,) = dec.after_run([o], **k)
+    return o
 
 
 @dataclass
@@ -340,57 +431,44 @@ def record_corpus(cases, jobs: int = 2) -> Recording:
     return Recording([p[0] for p in pairs], {r.case: calls for r, calls in pairs})
 
 
-def _redecide(dec, calls: list):
-    pre = [c for c in calls if c[0] == "precondition"]
-    decide = [c for c in calls if c[0].startswith("decide_")]
-    if pre:
-        o = dec.precondition(*pre[0][1], **pre[0][2])
-        if o is not None:
-            return o
-    if not decide:
-        return None  # the mutant lets through what the original stopped: not replayable
-    name, a, k = decide[0]
-    return getattr(dec, name)(*a, **k)
-
-
 def replay(rec: Recording, dec) -> list:
     """The corpus results had the decisions been ``dec`` (a module or namespace)."""
     from citegraph.corpora.case import FreshLabel, Label
     from citegraph.corpora.runner import _matches
+    from citegraph.validator.model import Observation
 
     out = []
     for res in rec.results:
-        steps = rec.calls.get(res.case, {})
+        steps = {step: _by_citation(calls) for step, calls in rec.calls.get(res.case, {}).items()}
         new = dataclasses.replace(res, citations=[], memories=[])
-        by_step: dict[tuple[int, str], list[str]] = {}
+        by_step: dict[tuple[int, str], list[Observation]] = {}
         for c in res.citations:
             outcome, reason, observed = c.outcome, c.reason, c.observed
-            if c.citation_id and c.reason not in BYPASS_REASONS:
-                mine = [x for x in steps.get(c.step, []) if x[0] in CITE_FUNCS and x[1]
-                        and getattr(x[1][0], "id", None) == c.citation_id]
-                if mine:
-                    try:
-                        o = _redecide(dec, mine)
-                    except Exception as exc:  # a mutant that crashes on real evidence
-                        o, outcome = None, f"crash:{type(exc).__name__}"
-                    if o is None:
-                        outcome, reason, observed = (outcome if outcome.startswith("crash") else "unreplayable"), None, None
-                    else:
-                        outcome, reason = o.outcome, o.reason
-                        observed = o.observed.to_dict() if o.observed else None
+            mine = steps.get(c.step, {}).get(c.citation_id) if c.citation_id else None
+            if mine:
+                try:
+                    o = _redecide(dec, mine)
+                except Exception as exc:  # a mutant that crashes on real evidence
+                    o, outcome = None, f"crash:{type(exc).__name__}"
+                if o is None:
+                    outcome, reason, observed = (outcome if outcome.startswith("crash") else "unreplayable"), None, None
+                else:
+                    outcome, reason = o.outcome, o.reason
+                    observed = o.observed.to_dict() if o.observed else None
             nc = dataclasses.replace(c, outcome=outcome, reason=reason, observed=observed)
             nc.correct = _matches(Label.parse(nc.expected), nc)
             new.citations.append(nc)
-            by_step.setdefault((c.step, c.memory), []).append(outcome)
+            by_step.setdefault((c.step, c.memory), []).append(Observation(c.citation_id, outcome, reason))
         for m in res.memories:
             fresh, reason = m.freshness, m.reason
             try:
                 if not m.legacy and (m.step, m.memory) in by_step:
-                    outs = by_step[(m.step, m.memory)]
-                    if all(o in ("exact", "relocated", "changed", "deleted", "unknown") for o in outs):
-                        fresh = dec.freshness(outs)
+                    obs = by_step[(m.step, m.memory)]
+                    if all(o.outcome in ("exact", "relocated", "changed", "deleted", "unknown") for o in obs):
+                        fresh = dec.freshness([o.outcome for o in obs])
+                        reason = dec.memory_reason(obs)
                 elif m.legacy:
-                    calls = [x for x in steps.get(m.step, []) if x[0] == "legacy_freshness"
+                    calls = [x for x in rec.calls.get(res.case, {}).get(m.step, []) if x[0] == "legacy_freshness"
                              and x[1] and x[1][0] == m.source_commit]
                     if calls:
                         fresh, reason = dec.legacy_freshness(*calls[0][1], **calls[0][2])

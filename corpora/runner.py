@@ -18,6 +18,7 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -30,6 +31,7 @@ import duckdb
 
 from citegraph.corpora.case import Case, CaseError, FreshLabel, Label
 from citegraph.corpora.gitops import Git, normalise_url
+from citegraph.graph.current import CurrentState, ScanSource
 from citegraph.graph.handles import repo_handle, symbol_handle
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.snapshot_reader import Snapshot
@@ -183,6 +185,24 @@ class MemInfo:
     legacy: bool = False
     source_commit: str | None = None
     aliases: dict[str, str] = field(default_factory=dict)  # dropped ref -> its stored twin (as written)
+
+
+class RaceSource(ScanSource):
+    """The one-shot state source, except that the first ``moved`` check (capture's or
+    validation's racing re-check) first runs the case's ``race`` steps: the change lands
+    exactly between the work and its re-check. Every other check waits for the steps."""
+
+    def __init__(self, steps: Callable[[], None]) -> None:
+        self.steps = steps
+        self.raced = False
+        self._lock = threading.Lock()
+
+    def moved(self, cur: CurrentState) -> bool:
+        with self._lock:
+            if not self.raced:
+                self.raced = True
+                self.steps()
+        return super().moved(cur)
 
 
 # --- one case ---------------------------------------------------------------------------------
@@ -461,11 +481,11 @@ class CaseRun:
         written = list(s.get("refs", []))
         actual = [self.resolve_ref(r, name) for r in written]
         race = s.get("race")
-        hook: Callable[[], None] | None = (lambda: self.run_steps(race)) if race else None
+        source = RaceSource(lambda: self.run_steps(race)) if race else None
         want_error = s.get("expect_error")
         try:
             out = remember(self.home, s.get("text", f"memory {mem} of {self.case.name}"), repo=g.root,
-                           refs=actual, project=PROJECT, topic=mem, _after_resolve=hook)
+                           refs=actual, project=PROJECT, topic=mem, source=source)
         except CitegraphError as exc:
             ok = want_error is not None and exc.kind == want_error
             self.result.checks.append(CheckRecord(self.case.name, self.case.category, "capture", ok,
@@ -551,17 +571,10 @@ class CaseRun:
         at_sha = self.repos[scope[0]].rev(s["at"]) if "at" in s else None
         before = {n: self.state_key(n) for n in scope}
         race = s.get("race")
-        raced = False
-
-        def hook() -> None:
-            nonlocal raced
-            if race and not raced:
-                raced = True
-                self.run_steps(race)
-
+        source = RaceSource(lambda: self.run_steps(race)) if race else None
         ids = {memory_id_for(PROJECT, n): n for n in names}
         report = validate_memories(self.home, memory_ids=list(ids), repo_paths=paths, at=at_sha,
-                                   _before_recheck=hook if race else None)
+                                   source=source)
         after = {n: self.state_key(n) for n in scope}
         verdicts = {v.memory_id: v for v in report.verdicts}
         legacy = {mid: verdicts.get(mid) for mid, n in ids.items() if self.mems[n].legacy}

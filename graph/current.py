@@ -1,14 +1,19 @@
-"""Which snapshot describes a repository right now (exact-current), decided from the catalog.
+"""Which snapshot describes a repository right now (exact-current), decided from the catalog,
+and the state sources that answer it.
 
-This is the read path's first step and must stay cheap: one ``git status`` and a stat of
-one catalog file; no database is opened.
+Every read of "the current state" by capture and validation goes through a ``StateSource``:
+``read`` once before the work, ``moved`` once after it (the racing re-check, SPEC §5, §6).
+``ScanSource`` is the one-shot path: ``current_state`` — one ``git status`` and a stat of one
+catalog file, no database opened — for each read and again for ``moved``. The resident
+service injects its own source (a read synced with its file watcher, ``moved`` by an event
+sequence number). Tests inject a wrapper whose ``moved`` first changes the repository.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import pygit2
 
@@ -26,6 +31,13 @@ class CurrentState:
     snapshot_id: str  # the id the exact-current snapshot has (built or not)
     entry: dict[str, Any] | None
     store: RepoStore
+    # What it was read for, so that ``StateSource.moved`` can read it again:
+    path: str = field(kw_only=True)  # the repository path as given to ``read``
+    at: str | None = field(default=None, kw_only=True)  # the --at REV, or None for the worktree
+    home: Home = field(kw_only=True)
+    # Whatever else the source that read it needs to answer ``moved`` (ScanSource: nothing;
+    # the service: its watcher's event sequence number at the read).
+    fence: Any = field(default=None, kw_only=True)
 
     @property
     def exact_current(self) -> bool:
@@ -53,6 +65,38 @@ class CurrentState:
 
 
 def current_state(repo_path: str | os.PathLike[str], home: Home, at: str | None = None) -> CurrentState:
+    """The state of ``repo_path`` now (or of commit ``at``): one git status, one catalog stat."""
     t = resolve_target(repo_path, at)
     rs = home.repo(t.identity.repository_id)
-    return CurrentState(t.repo, t.identity, t.commit, t.state, t.snapshot_id, rs.entry(t.snapshot_id), rs)
+    return CurrentState(t.repo, t.identity, t.commit, t.state, t.snapshot_id, rs.entry(t.snapshot_id), rs,
+                        path=os.fspath(repo_path), at=at, home=home)
+
+
+class StateSource(Protocol):
+    """Where capture and validation read the current state of a repository.
+
+    One command reads each repository once (``read``, before the work) and checks it once
+    (``moved``, after the work); nothing in between reads the state again."""
+
+    def read(self, repo_path: str | os.PathLike[str], home: Home, at: str | None = None) -> CurrentState:
+        """The state now; raises ``CitegraphError`` when ``repo_path`` cannot be read."""
+        ...
+
+    def moved(self, cur: CurrentState) -> bool:
+        """Has the repository left the state ``cur`` claims? Any doubt (a failed re-read, a
+        lost event) is ``True``: the caller then answers racing, never a stale state."""
+        ...
+
+
+class ScanSource:
+    """The one-shot path: a git-status scan per read, and another one for ``moved``."""
+
+    def read(self, repo_path: str | os.PathLike[str], home: Home, at: str | None = None) -> CurrentState:
+        return current_state(repo_path, home, at)
+
+    def moved(self, cur: CurrentState) -> bool:
+        try:
+            again = current_state(cur.path, cur.home, cur.at)
+        except Exception:  # a failed re-read proves nothing: count it as moved
+            return True
+        return again.token() != cur.token()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from citegraph.graph.current import CurrentState
 from citegraph.graph.live_state import LiveRepo, LiveView, SyncFailed
@@ -19,21 +18,14 @@ from citegraph.graph.store import Home
 from citegraph.indexer import gitrepo
 
 
-@dataclass
-class LiveCurrentState(CurrentState):
-    """A CurrentState read through the service: it remembers the view it answers for."""
-
-    live_token: tuple[int, int] = (0, 0)
-    live_root: str = ""
-
-
 def current_for_state(repo_path: str | os.PathLike[str], home: Home, state: gitrepo.WorktreeState,
-                      token: tuple[int, int]) -> LiveCurrentState:
-    """The CurrentState of a known worktree state: its snapshot id and catalog entry."""
+                      token: tuple[int, int]) -> CurrentState:
+    """The CurrentState of a known worktree state (its snapshot id and catalog entry);
+    ``fence`` holds the view's (generation, version) for the racing check."""
     t = resolve_target(repo_path, None, state)
     rs = home.repo(t.identity.repository_id)
-    return LiveCurrentState(t.repo, t.identity, t.commit, t.state, t.snapshot_id, rs.entry(t.snapshot_id), rs,
-                            live_token=token, live_root=os.fspath(repo_path))
+    return CurrentState(t.repo, t.identity, t.commit, t.state, t.snapshot_id, rs.entry(t.snapshot_id), rs,
+                        path=os.fspath(repo_path), home=home, fence=("live", token))
 
 
 WaitReady = Callable[[LiveRepo, LiveView, float], None]
@@ -64,11 +56,11 @@ class LiveSource:
         return cur
 
     def moved(self, cur: CurrentState) -> bool:
-        if not isinstance(cur, LiveCurrentState):
+        if not (isinstance(cur.fence, tuple) and cur.fence and cur.fence[0] == "live"):
             assert self.fallback is not None
             return self.fallback.moved(cur)  # type: ignore[attr-defined]
         try:
-            view = self.lookup(cur.live_root).sync()
+            view = self.lookup(cur.path).sync()
         except SyncFailed:
             return True
-        return view.token != cur.live_token
+        return view.token != cur.fence[1]

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from citegraph.graph import coverage_summary
-from citegraph.graph.current import CurrentState, current_state
+from citegraph.graph.current import CurrentState, ScanSource, StateSource
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.graph.store import Home
 from citegraph.indexer import gitrepo
@@ -17,8 +17,8 @@ PUBLIC_SYMBOL_FIELDS = ("handle", "language", "kind", "name", "qualified_name", 
                         "start_line", "end_line")
 
 
-def status(path: str | os.PathLike[str], home: Home) -> dict[str, Any]:
-    cur = current_state(path, home)
+def status(path: str | os.PathLike[str], home: Home, source: StateSource | None = None) -> dict[str, Any]:
+    cur = (source or ScanSource()).read(path, home)
     snaps = []
     for e in cur.store.entries():
         snaps.append({k: e.get(k) for k in ("snapshot_id", "state", "kind", "commit", "dirty_fingerprint",
@@ -64,11 +64,11 @@ def public_symbol(row: dict[str, Any]) -> dict[str, Any]:
     return {k: row[k] for k in PUBLIC_SYMBOL_FIELDS}
 
 
-def symbols_of_file(file: Path, home: Home) -> list[dict[str, Any]]:
+def symbols_of_file(file: Path, home: Home, source: StateSource | None = None) -> list[dict[str, Any]]:
     start = file.parent if not file.is_dir() else file
     while not start.exists() and start != start.parent:
         start = start.parent
-    cur = current_state(start, home)
+    cur = (source or ScanSource()).read(start, home)
     root = Path(gitrepo.workdir(cur.repo)).resolve()
     try:
         rel = Path(os.path.realpath(file.parent)).joinpath(file.name).relative_to(root).as_posix()
@@ -81,8 +81,9 @@ def symbols_of_file(file: Path, home: Home) -> list[dict[str, Any]]:
         return [public_symbol(s) for s in snap.symbols_in(rel)]
 
 
-def find_symbols(repo_path: str | os.PathLike[str], home: Home, name: str, limit: int = 50) -> list[dict[str, Any]]:
-    cur = current_state(repo_path, home)
+def find_symbols(repo_path: str | os.PathLike[str], home: Home, name: str, limit: int = 50,
+                 source: StateSource | None = None) -> list[dict[str, Any]]:
+    cur = (source or ScanSource()).read(repo_path, home)
     require_current(cur)
     with Snapshot.open(cur.store, cur.snapshot_id, cur.repo) as snap:
         return [public_symbol(s) for s in snap.find(name, limit)]

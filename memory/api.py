@@ -8,33 +8,30 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
 from typing import Any
 
+from citegraph.graph.current import StateSource
 from citegraph.graph.store import Home
 from citegraph.indexer import gitrepo
 from citegraph.indexer.errors import CitegraphError
+from citegraph.memory.observation_cache import StoreCache
 from citegraph.memory.store import Memory, MemoryStore
+from citegraph.validator import pipeline
 from citegraph.validator.capture import capture
-from citegraph.validator.validate import (
-    MemoryInput,
-    ScopeMember,
-    ValidationReport,
-    resolve_scope,
-    validate,
-)
+from citegraph.validator.pipeline import MemoryInput, Scope, ValidationReport
 
 
 def remember(home: Home, text: str, *, repo: str | os.PathLike[str] = ".", refs: list[str] | None = None,
              kind: str = "durable", project: str = "default", topic: str | None = None,
              author: str | None = None, agent_id: str | None = None, session_id: str | None = None,
              supersedes: str | None = None, source_commit: str | None = None,
-             _after_resolve: Callable[[], None] | None = None) -> dict[str, Any]:
-    """Capture ``refs`` (atomic; never indexes) and store the memory as a new revision."""
+             source: StateSource | None = None) -> dict[str, Any]:
+    """Capture ``refs`` (atomic; never indexes) and store the memory as a new revision.
+    ``source``: where the repository state is read (default: a git-status scan)."""
     refs = list(refs or [])
     source_commit = _resolve_source_commit(repo, source_commit)
     notes: list[str] = []
-    receipts = capture(home, repo, refs, _after_resolve=_after_resolve, notes=notes) if refs else []
+    receipts = capture(home, repo, refs, notes=notes, source=source) if refs else []
     with MemoryStore.open(home) as ms:
         if supersedes:
             ms.require(supersedes)
@@ -92,15 +89,16 @@ def default_scope(repo_paths: list[str] | None) -> list[str]:
 
 def validate_memories(home: Home, *, memory_ids: list[str] | None = None, project: str | None = None,
                       repo_paths: list[str] | None = None, at: str | None = None,
-                      scope: list[ScopeMember] | None = None,
-                      _before_recheck: Callable[[], None] | None = None) -> ValidationReport:
-    """Validate the selected memories against the exact-current snapshots of the scope."""
-    members = scope if scope is not None else resolve_scope(home, default_scope(repo_paths), at)
+                      scope: Scope | None = None, source: StateSource | None = None) -> ValidationReport:
+    """Validate the selected memories against the exact-current snapshots of the scope
+    (``repo_paths``, default the current directory, read through ``source``; or a prepared
+    ``scope``, which carries its own source and ``at``)."""
     if scope is None:
+        scope = Scope.for_paths(default_scope(repo_paths), at=at, source=source)
         # A repository the user named (or the current directory) that cannot be read, or an
         # --at REV that is not a commit, is an error with its own exit code — not a silently
-        # empty scope.
-        for m in members:
+        # empty scope. Each is read once, here; the pipeline reuses the read.
+        for m in scope.read_all(home):
             if m.cur is None:
                 code = m.exc.code if m.exc else 3
                 todo = m.exc.todo if m.exc and code != 3 else "run inside a repository or pass --repo PATH"
@@ -108,7 +106,20 @@ def validate_memories(home: Home, *, memory_ids: list[str] | None = None, projec
                 raise CitegraphError(str(what), todo, code=code)
     with MemoryStore.open(home) as ms:
         mems = select_memories(ms, memory_ids, project)
-        return validate(home, to_inputs(mems), members, at=at, cache=ms, _before_recheck=_before_recheck)
+        return validate_stored(home, ms, mems, scope)
+
+
+def validate_stored(home: Home, ms: MemoryStore, mems: list[Memory], scope: Scope, *,
+                    max_citations: int | None = None, max_repositories: int | None = None) -> ValidationReport:
+    """The pipeline over stored memories, with the store as observation cache (preloaded
+    in one query, new observations written back)."""
+    cache = StoreCache()
+    plan = pipeline.plan(home, to_inputs(mems), scope, max_citations=max_citations,
+                         max_repositories=max_repositories)
+    cache.load(ms, plan.wanted())
+    report = pipeline.aggregate(plan, pipeline.run(plan, cache=cache))
+    cache.flush(ms)
+    return report
 
 
 # --- Context Brief, worksets, legacy import (memory/brief.py, memory/workset.py) ------------
@@ -117,7 +128,7 @@ def validate_memories(home: Home, *, memory_ids: list[str] | None = None, projec
 def brief(home: Home, task: str, *, project: str | None = None, workset: str | None = None,
           code_refs: list[str] | None = None, budget_tokens: int = 1250,
           repo_paths: list[str] | None = None, repo: str | os.PathLike[str] | None = None,
-          use_cache: bool = True) -> Any:
+          use_cache: bool = True, source: StateSource | None = None) -> Any:
     """Context Brief (SPEC §8). Returns a ``BriefResult``: ``.to_json()`` is the
     ``brief --json`` structure, ``.to_text()`` the text rendering; text + JSON together stay
     under ``budget_tokens``. Never indexes."""
@@ -125,7 +136,7 @@ def brief(home: Home, task: str, *, project: str | None = None, workset: str | N
 
     paths = list(repo_paths) if repo_paths else ([os.fspath(repo)] if repo is not None else None)
     return run_brief(home, task, project=project, workset=workset, code_refs=list(code_refs or []),
-                     budget_tokens=budget_tokens, repo_paths=paths, use_cache=use_cache)
+                     budget_tokens=budget_tokens, repo_paths=paths, use_cache=use_cache, source=source)
 
 
 def workset_prepare(home: Home, name: str, *, concurrency: int | None = None, jobs: int | None = None
@@ -144,11 +155,15 @@ def workset_status(home: Home, name: str) -> dict[str, Any]:
 
 
 def validate_workset(home: Home, name: str, *, memory_ids: list[str] | None = None,
-                     project: str | None = None) -> ValidationReport:
-    """``citegraph validate --workset NAME``: exact-current snapshots of the members only."""
+                     project: str | None = None, source: StateSource | None = None) -> ValidationReport:
+    """``citegraph validate --workset NAME``: every citation routed to its member's
+    exact-current snapshot; never builds."""
     from citegraph.memory import workset as ws
 
-    return ws.validate_workset(home, name, memory_ids=memory_ids, project=project)
+    with MemoryStore.open(home) as ms:
+        scope = ws.load_scope(ms, name, source=source)
+        mems = select_memories(ms, memory_ids, project)
+        return validate_stored(home, ms, mems, scope)
 
 
 def import_legacy(home: Home, path: str | os.PathLike[str]) -> dict[str, Any]:

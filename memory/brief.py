@@ -25,24 +25,27 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from citegraph.graph.current import StateSource
 from citegraph.graph.store import Home
 from citegraph.indexer.errors import CitegraphError
+from citegraph.memory.api import to_inputs
+from citegraph.memory.brief_bounds import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
+from citegraph.memory.observation_cache import StoreCache
 from citegraph.memory.recall import MAX_CANDIDATES, Candidate, recall, task_patterns
 from citegraph.memory.store import Memory, MemoryStore, check_name
-from citegraph.memory.workset import DictCache, ScopeSpec, load_scope, plan_validation, run_plan
+from citegraph.memory.workset import load_scope
+from citegraph.validator import pipeline
+from citegraph.validator.decisions import Reason
 from citegraph.validator.model import MemoryVerdict, Receipt
 
-MIN_BUDGET = 800
-MAX_BUDGET = 1500
-DEFAULT_BUDGET = 1250
 MAX_CITATIONS = 96
 MAX_REPOSITORIES = 32
-REPO_CONCURRENCY = 4
 EXCERPT_CAPS = (480, 320, 200, 120, 72, 40)
 MESSAGE_CAP = 160
 MAX_REF_ISSUES = 3
@@ -51,18 +54,18 @@ CACHE_WAIT_S = 0.25  # the observation cache is optional: never wait long for it
 ESTIMATOR = "ceil(utf8_bytes/4) of text + json"
 
 UNKNOWN_HINTS = {
-    "not-current": "no exact-current snapshot: run citegraph index (or workset prepare)",
-    "racing": "the repository changed during validation: retry",
-    "out-of-scope": "cited repository is not in scope: pass --repo or --workset",
-    "limit": "not validated: beyond the brief's citation/repository bound",
-    "member-missing": "workset member is missing",
-    "repository-ambiguous": "repository matches two workset members",
+    Reason.NOT_CURRENT: "no exact-current snapshot: run citegraph index (or workset prepare)",
+    Reason.RACING: "the repository changed during validation: retry",
+    Reason.OUT_OF_SCOPE: "cited repository is not in scope: pass --repo or --workset",
+    Reason.LIMIT: "not validated: beyond the brief's citation/repository bound",
+    Reason.MEMBER_MISSING: "workset member is missing",
+    Reason.REPOSITORY_AMBIGUOUS: "repository matches two scope members in different states",
     "no-basis": "no citations and no source commit",
     "source-commit-behind": "source commit is behind HEAD",
     "dirty-worktree": "source commit is HEAD but the worktree is dirty",
-    "extractor-mismatch": "captured with another extractor version",
-    "incomplete-coverage": "coverage does not allow a verdict",
-    "invalid-citation": "malformed citation",
+    Reason.EXTRACTOR_MISMATCH: "captured with another extractor version",
+    Reason.INCOMPLETE_COVERAGE: "coverage does not allow a verdict",
+    Reason.INVALID_CITATION: "malformed citation",
 }
 
 # Characters that could break the quoting or the line structure of the text rendering.
@@ -184,7 +187,7 @@ def _item(rank: int, mem: Memory, cand: Candidate, v: MemoryVerdict) -> Item:
             o = c["observed"]
             loc = o["path"] + (f"#L{o['start_line']}-L{o['end_line']}" if o["start_line"] else "")
             issues.append({"kind": "stale-link", "memory_id": mem.id, "message": _short(f"{c['ref']} now at {loc}")})
-        if c["reason"] == "invalid-citation":
+        if c["reason"] == Reason.INVALID_CITATION:
             issues.append({"kind": "invalid-code-citation", "memory_id": mem.id,
                            "message": _short(f"stored citation {c['id']} is malformed")})
     return Item(rank, mem, cand.score, v, cites, reason, issues)
@@ -383,8 +386,10 @@ def check_budget(budget_tokens: int) -> int:
 
 def run_brief(home: Home, task: str, *, project: str | None = None, workset: str | None = None,
               code_refs: list[str] | tuple[str, ...] = (), budget_tokens: int = DEFAULT_BUDGET,
-              repo_paths: list[str] | None = None, use_cache: bool = True) -> BriefResult:
-    """Build a Context Brief; never indexes and never writes a snapshot."""
+              repo_paths: list[str] | None = None, use_cache: bool = True,
+              source: StateSource | None = None) -> BriefResult:
+    """Build a Context Brief; never indexes and never writes a snapshot. ``source``: where
+    repository states are read (default: a git-status scan)."""
     t0 = time.perf_counter()
     check_budget(budget_tokens)
     if not task or not task.strip():
@@ -396,12 +401,15 @@ def run_brief(home: Home, task: str, *, project: str | None = None, workset: str
     pats = task_patterns(task, code_refs)
     timings: dict[str, float] = {}
 
-    cache = DictCache() if use_cache else None
+    cache = StoreCache() if use_cache else None
     # One short read of the memory store: recall, the selected memories, the workset, and
     # the cached observations of the exact-current snapshots their citations route to.
     with MemoryStore.open(home, read_only=True) as ms:
-        scope = load_scope(ms, workset) if workset else ScopeSpec.for_paths(repo_paths if repo_paths is not None
-                                                                              else ["."])
+        if workset:
+            scope = load_scope(ms, workset, source=source)
+        else:
+            paths = repo_paths if repo_paths is not None else ["."]
+            scope = pipeline.Scope.for_paths([os.path.realpath(os.fspath(p)) for p in paths], source=source)
         cands = recall(ms, task, project=project, patterns=pats, limit=MAX_CANDIDATES)
         ids = [c.memory_id for c in cands]
         loaded = {m.id: m for m in ms.load(where="list_contains(?::VARCHAR[], id)", params=[ids])} if ids else {}
@@ -409,12 +417,13 @@ def run_brief(home: Home, task: str, *, project: str | None = None, workset: str
         pairs = [(c, loaded[c.memory_id]) for c in cands if c.memory_id in loaded]
         mems = [m for _, m in pairs]
         t1 = time.perf_counter()
-        plan = plan_validation(home, mems, scope, max_citations=MAX_CITATIONS, max_repositories=MAX_REPOSITORIES)
+        plan = pipeline.plan(home, to_inputs(mems), scope, max_citations=MAX_CITATIONS,
+                             max_repositories=MAX_REPOSITORIES)
         if cache is not None:
             cache.load(ms, plan.wanted())
         timings["plan"] = time.perf_counter() - t1
     t1 = time.perf_counter()
-    res = run_plan(home, plan, cache=cache, concurrency=REPO_CONCURRENCY)
+    res = pipeline.aggregate(plan, pipeline.run(plan, cache=cache))
     timings["validate"] = time.perf_counter() - t1
     if cache is not None and cache.new:
         try:
@@ -423,7 +432,7 @@ def run_brief(home: Home, task: str, *, project: str | None = None, workset: str
         except CitegraphError:
             pass  # busy: the next brief recomputes; observations are deterministic
 
-    items = [_item(rank, m, c, v) for rank, ((c, m), v) in enumerate(zip(pairs, res.report.verdicts,
+    items = [_item(rank, m, c, v) for rank, ((c, m), v) in enumerate(zip(pairs, res.verdicts,
                                                                          strict=True), start=1)]
     global_issues: list[dict[str, Any]] = []
     if res.limited:

@@ -392,7 +392,7 @@ class MemoryStore:
                  "agent_id": r[5], "session_id": r[6], "citation_ids": json.loads(r[7] or "[]"),
                  "cleared": r[8]} for r in rows]
 
-    # --- observation cache (validator.validate.ObservationCache) ----------------------------
+    # --- observation cache (validator.pipeline.ObservationCache) ----------------------------
 
     def get_many(self, snapshot_id: str, citation_ids: list[str]) -> dict[str, Observation]:
         if not citation_ids:

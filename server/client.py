@@ -15,7 +15,7 @@ from typing import Any
 
 from citegraph.graph.store import Home
 from citegraph.indexer.errors import CitegraphError
-from citegraph.server.service import read_record
+from citegraph.server.locator import read_record
 
 CONNECT_TIMEOUT_S = 0.5
 ANSWER_TIMEOUT_S = 120.0

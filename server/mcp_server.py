@@ -34,8 +34,33 @@ from citegraph.indexer.errors import CitegraphError
 from citegraph.server.bounded_calls import CallTimeout, Lanes
 
 SERVER_NAME = "citegraph"
+REMEMBER_WAIT_S = 2.0  # through the service: wait this long for the overlay of an edit
+READ_WAIT_S = 1.0  # ... and this long for a build the service already has in hand
 
-Handler = Callable[[Home, dict[str, Any]], tuple[dict[str, Any], str]]
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool handler works with: the data home and, when this process hosts the
+    resident service (``citegraph mcp`` runs it in-process), that service — reads then
+    sync with its watcher instead of scanning the worktree, and ``remember`` after an edit
+    waits for the overlay. When another process runs the service, ``call`` asks it."""
+
+    home: Home
+    service: Any | None = None
+    attached: bool = False  # another process's service answers for this home
+
+    def source(self, wait_s: float = 0.0) -> Any:
+        return self.service.source(wait_s) if self.service is not None else None
+
+    def call(self, op: str, args: dict[str, Any], read_only: bool = True) -> Any:
+        """The other process's service answer, or None (then the handler works itself)."""
+        if not self.attached:
+            return None
+        from citegraph.server.client import call
+
+        return call(self.home, op, args, read_only=read_only)
+
+
+Handler = Callable[[ToolContext, dict[str, Any]], tuple[dict[str, Any], str]]
 
 _STR = {"type": "string"}
 _STR_LIST = {"type": "array", "items": {"type": "string"}}
@@ -257,14 +282,21 @@ def _workset_lanes(a: dict[str, Any]) -> list[str]:
 
 # --- tools ------------------------------------------------------------------------------
 
-def _remember(home: Home, a: dict[str, Any]) -> tuple[dict[str, Any], str]:
+def _remember(ctx: ToolContext, a: dict[str, Any]) -> tuple[dict[str, Any], str]:
     from citegraph.memory import api
 
     cwd = caller_cwd(a)
-    res = api.remember(home, a["text"], repo=cwd or ".", refs=list(a.get("codeRefs") or []),
-                       kind=a.get("kind", "durable"), project=a.get("project", "default"), topic=a.get("topic"),
-                       author=a.get("author"), agent_id=a.get("agentId"), session_id=a.get("sessionId"),
-                       supersedes=a.get("supersedes"), source_commit=a.get("sourceCommit"))
+    res = ctx.call("remember", {
+        "text": a["text"], "repo": cwd or ".", "refs": list(a.get("codeRefs") or []),
+        "kind": a.get("kind", "durable"), "project": a.get("project", "default"), "topic": a.get("topic"),
+        "author": a.get("author"), "agent_id": a.get("agentId"), "session_id": a.get("sessionId"),
+        "supersedes": a.get("supersedes"), "source_commit": a.get("sourceCommit")}, read_only=False)
+    if res is None:
+        res = api.remember(ctx.home, a["text"], repo=cwd or ".", refs=list(a.get("codeRefs") or []),
+                           kind=a.get("kind", "durable"), project=a.get("project", "default"),
+                           topic=a.get("topic"), author=a.get("author"), agent_id=a.get("agentId"),
+                           session_id=a.get("sessionId"), supersedes=a.get("supersedes"),
+                           source_commit=a.get("sourceCommit"), source=ctx.source(REMEMBER_WAIT_S))
     lines = [f"{res['id']} revision {res['revision']} ({len(res['citations'])} citation(s))"]
     for c in res["citations"]:
         lines.append(f"  {c['id']} {c['kind']:6} {c['ref']}{'  [dirty]' if c.get('dirty') else ''}")
@@ -273,14 +305,18 @@ def _remember(home: Home, a: dict[str, Any]) -> tuple[dict[str, Any], str]:
     return res, "\n".join(lines)
 
 
-def _validate(home: Home, a: dict[str, Any]) -> tuple[dict[str, Any], str]:
+def _validate(ctx: ToolContext, a: dict[str, Any]) -> tuple[dict[str, Any], str]:
     from citegraph.memory import api
 
     cwd = caller_cwd(a)
     repos = _abs_paths(list(a.get("repos") or []), cwd) or [cwd]
-    report = api.validate_memories(home, memory_ids=list(a.get("memoryIds") or []) or None,
-                                   project=a.get("project"), repo_paths=repos, at=a.get("at"))
-    data = report.to_json()
+    data = ctx.call("validate", {"memory_ids": list(a.get("memoryIds") or []) or None, "project": a.get("project"),
+                                 "repo_paths": repos, "at": a.get("at")})
+    if data is None:
+        report = api.validate_memories(ctx.home, memory_ids=list(a.get("memoryIds") or []) or None,
+                                       project=a.get("project"), repo_paths=repos, at=a.get("at"),
+                                       source=ctx.source(READ_WAIT_S))
+        data = report.to_json()
     lines = []
     for m in data["memories"]:
         lines.append(f"{m['id']} {m['freshness']:7} {m['status'] or '-'}"
@@ -296,12 +332,19 @@ def _validate(home: Home, a: dict[str, Any]) -> tuple[dict[str, Any], str]:
     return data, "\n".join(lines)
 
 
-def _index_status(home: Home, a: dict[str, Any]) -> tuple[dict[str, Any], str]:
+def _index_status(ctx: ToolContext, a: dict[str, Any]) -> tuple[dict[str, Any], str]:
     from citegraph.graph import queries
 
     cwd = caller_cwd(a)
-    data = queries.status(cwd or ".", home)
-    cur = data["snapshot_id"] or "none (run `citegraph index` or keep `citegraph watch` running)"
+    data = ctx.call("status", {"path": cwd or "."})
+    if data is None and ctx.service is not None:
+        from citegraph.server.service_ops import status
+
+        data = status(ctx.service, {"path": cwd or "."})
+    if data is None:
+        data = queries.status(cwd or ".", ctx.home)
+        data["service"] = {"used": False, "reason": "citegraph mcp --no-service"}
+    cur = data["snapshot_id"] or "none (run `citegraph index` or keep `citegraph serve` running)"
     text = (f"repository {data['repository_id']} ({data['repository_kind']})\n"
             f"head {data['head']}{' + dirty worktree' if data['dirty'] else ''}\n"
             f"exact-current snapshot: {cur}")
@@ -321,9 +364,10 @@ def _to_json(res: Any) -> dict[str, Any]:
     return res
 
 
-def _brief(home: Home, a: dict[str, Any]) -> tuple[dict[str, Any], str]:
+def _brief(ctx: ToolContext, a: dict[str, Any]) -> tuple[dict[str, Any], str]:
     from citegraph.memory import api
 
+    home = ctx.home
     fn = getattr(api, "brief", None)
     if fn is None:
         raise _not_available("brief")
@@ -335,7 +379,10 @@ def _brief(home: Home, a: dict[str, Any]) -> tuple[dict[str, Any], str]:
         kwargs["budget_tokens"] = a["budgetTokens"]
     if not workset:  # a workset names its repositories; otherwise callerCwd's repository
         kwargs["repo_paths"] = [cwd]
-    res = fn(home, a["task"], **kwargs)
+    served = ctx.call("brief", {"task": a["task"], **kwargs})
+    if served is not None:
+        return json.loads(served["json_text"]), served["text"]
+    res = fn(home, a["task"], **kwargs, source=ctx.source(READ_WAIT_S))
     data = _to_json(res)
     text = res.to_text() if hasattr(res, "to_text") else _brief_text(data)
     return data, text
@@ -351,9 +398,10 @@ def _brief_text(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _workset_prepare(home: Home, a: dict[str, Any]) -> tuple[dict[str, Any], str]:
+def _workset_prepare(ctx: ToolContext, a: dict[str, Any]) -> tuple[dict[str, Any], str]:
     from citegraph.memory import api
 
+    home = ctx.home
     fn = getattr(api, "workset_prepare", None)
     if fn is None:
         raise _not_available("workset prepare")
@@ -374,7 +422,7 @@ TOOLS: dict[str, ToolSpec] = {t.name: t for t in (
         "remember",
         "Store a memory (a claim about the code) with code citations resolved against the exact-current "
         "snapshot of the repository at callerCwd. Same as `citegraph remember --json`. Fails (retryable) "
-        "when no exact-current snapshot exists: run `citegraph index` or keep `citegraph watch` running.",
+        "when no exact-current snapshot exists: run `citegraph index` or keep `citegraph serve` running.",
         {"callerCwd": _CWD, "text": {"type": "string", "description": "The claim to remember."},
          "kind": {"type": "string", "enum": ["durable", "handoff"]}, "project": _STR,
          "topic": {"type": "string", "description": "Stable topic; the same (project, topic) makes a new revision."},
@@ -492,10 +540,12 @@ class Dispatcher:
     """
 
     def __init__(self, home: Home, *, tools: dict[str, ToolSpec] | None = None,
-                 call_timeout: float = DEFAULT_CALL_TIMEOUT_S, max_threads: int = DEFAULT_MAX_THREADS) -> None:
+                 call_timeout: float = DEFAULT_CALL_TIMEOUT_S, max_threads: int = DEFAULT_MAX_THREADS,
+                 context: ToolContext | None = None) -> None:
         if not call_timeout > 0:
             raise ValueError("call_timeout must be positive")
         self.home = home
+        self.context = context or ToolContext(home)
         self.tools = TOOLS if tools is None else tools
         self.call_timeout = call_timeout
         self.lanes = Lanes(max_threads)
@@ -515,7 +565,7 @@ class Dispatcher:
             delay, runs = 0.01, 1
             while True:
                 try:
-                    data, text = spec.handler(self.home, args)
+                    data, text = spec.handler(self.context, args)
                     return ToolOutcome(False, json.loads(json.dumps(data, default=str)), text)
                 except Exception as exc:
                     if not store_conflict(exc) or runs >= STORE_RETRIES or time.monotonic() + delay >= deadline:
@@ -538,7 +588,7 @@ def call_tool(home: Home, name: str, arguments: dict[str, Any] | None) -> tuple[
     try:
         if spec is None:
             raise _usage(f"unknown tool {_shown(name)}", f"use one of {', '.join(TOOLS)}")
-        data, text = spec.handler(home, check_args(spec, arguments))
+        data, text = spec.handler(ToolContext(home), check_args(spec, arguments))
         out = ToolOutcome(False, json.loads(json.dumps(data, default=str)), text)
     except Exception as exc:  # noqa: BLE001 - every failure is a tool error
         out = _failure(name, exc)
@@ -575,8 +625,26 @@ def build_server(home: Home, dispatcher: Dispatcher | None = None) -> Any:
                   on_list_tools=list_tools, on_call_tool=on_call)
 
 
+def _host_service(home: Home) -> tuple[Any, Any, bool]:
+    """Run the resident service in this process (the agent gets an always-current graph),
+    or attach to the one another process runs for this home: (service, endpoint, attached)."""
+    from citegraph.server.service import Endpoint, Logger, Service
+    from citegraph.server.service_ops import HANDLERS
+
+    svc = Service(home, log=Logger("mcp"))
+    endpoint = Endpoint(svc, HANDLERS)
+    try:
+        endpoint.open()
+    except CitegraphError as err:
+        if err.kind != "service-running":
+            raise
+        return None, None, True
+    svc.start(builder_thread=True)
+    return svc, endpoint, False
+
+
 def serve(home: Home, *, call_timeout: float = DEFAULT_CALL_TIMEOUT_S, max_threads: int = DEFAULT_MAX_THREADS,
-          max_message_bytes: int | None = None) -> None:
+          max_message_bytes: int | None = None, host_service: bool = True) -> None:
     """Serve MCP over stdin/stdout until the client closes the connection.
 
     Calls still stuck when the client leaves cannot be stopped (Python threads cannot be
@@ -586,7 +654,9 @@ def serve(home: Home, *, call_timeout: float = DEFAULT_CALL_TIMEOUT_S, max_threa
 
     from citegraph.server.mcp_stdio import MAX_MESSAGE_BYTES, claimed_stdio, stdio_transport
 
-    dispatcher = Dispatcher(home, call_timeout=call_timeout, max_threads=max_threads)
+    service, endpoint, attached = _host_service(home) if host_service else (None, None, False)
+    context = ToolContext(home, service, attached)
+    dispatcher = Dispatcher(home, call_timeout=call_timeout, max_threads=max_threads, context=context)
     server = build_server(home, dispatcher)
 
     async def main() -> None:
@@ -598,6 +668,11 @@ def serve(home: Home, *, call_timeout: float = DEFAULT_CALL_TIMEOUT_S, max_threa
         anyio.run(main)
     except KeyboardInterrupt:
         pass  # Ctrl-C ends the server quietly; nothing is half-written (calls are atomic)
+    finally:
+        if service is not None:
+            service.close()
+        if endpoint is not None:
+            endpoint.close()
     stuck = dispatcher.lanes.busy_threads()
     if stuck:
         print(f"citegraph mcp: {stuck} call(s) still running at exit were abandoned "

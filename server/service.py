@@ -21,21 +21,20 @@ import os
 import socket
 import socketserver
 import struct
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
-
-import blake3
+from typing import Any, TextIO
 
 from citegraph.graph.live_source import LiveSource, current_for_state
 from citegraph.graph.live_state import LiveRepo, LiveView
 from citegraph.graph.snapshot_builder import build_snapshot
-from citegraph.graph.store import Home, atomic_write_json, pid_alive, process_start
+from citegraph.graph.store import Home, atomic_write_json, process_start
 from citegraph.indexer import gitrepo
 from citegraph.indexer.errors import CitegraphError
+from citegraph.server.locator import read_record, service_dir, socket_path
 
 DEFAULT_DEBOUNCE_MS = 20
 SUPERVISE_S = 0.5
@@ -49,33 +48,27 @@ def _quiet(event: str, text: str, **data: Any) -> None:
     pass
 
 
-# --- where the service lives ------------------------------------------------------------------
+class Logger:
+    """One line per thing that happened: ``citegraph <name>: …`` on stderr, or JSON lines
+    on stdout (``--json``)."""
 
-def service_dir(home: Home) -> Path:
-    return home.root / "service"
+    def __init__(self, name: str = "serve", as_json: bool = False, stream: TextIO | None = None) -> None:
+        self.name = name
+        self.as_json = as_json
+        self.stream = stream or (sys.stdout if as_json else sys.stderr)
+        self.lock = threading.Lock()
 
-
-def socket_path(home: Home) -> Path:
-    """``<home>/service/socket``, or a short path under /tmp when that is too long for a
-    Unix socket (108 bytes): ``/tmp/citegraph-<uid>/<hash of the home>.sock``."""
-    p = service_dir(home) / "socket"
-    if len(os.fsencode(p)) < 100:
-        return p
-    digest = blake3.blake3(os.fsencode(os.path.realpath(home.root))).hexdigest(8)
-    return Path(f"/tmp/citegraph-{os.getuid()}") / f"{digest}.sock"
-
-
-def read_record(home: Home) -> dict[str, Any] | None:
-    """The running service's record (pid, socket), or None when none is running."""
-    try:
-        rec = json.loads((service_dir(home) / "service.json").read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(rec, dict) or not isinstance(rec.get("pid"), int):
-        return None
-    if not pid_alive(rec["pid"], rec.get("pid_start")):
-        return None
-    return rec
+    def __call__(self, event: str, text: str, **data: Any) -> None:
+        if self.as_json:
+            line = json.dumps({"event": event, "at": round(time.time(), 4), **data}, default=str)
+        else:
+            line = f"citegraph {self.name}: {text}"
+        with self.lock:
+            try:
+                self.stream.write(line + "\n")
+                self.stream.flush()
+            except (BrokenPipeError, ValueError):
+                pass
 
 
 # --- the service ---------------------------------------------------------------------------------
@@ -90,7 +83,10 @@ class Watched:
     want: bool = True
     failures: int = 0
     not_before: float = 0.0
+    first_mono: float | None = None  # when the oldest unbuilt change arrived (max wait)
     last: dict[str, Any] = field(default_factory=dict)
+    last_error: str | None = None
+    logged: str | None = None  # the snapshot id last logged (a reused state is logged once)
     stats: dict[str, int] = field(default_factory=lambda: {"published": 0, "reused": 0, "failed": 0})
 
 
@@ -98,13 +94,18 @@ class Service:
     """The resident owner of the current state of every registered worktree."""
 
     def __init__(self, home: Home, *, auto_build: bool = True, debounce_ms: int = DEFAULT_DEBOUNCE_MS,
-                 build_jobs: int | None = None, pool_context: str = "forkserver", log: Log | None = None,
-                 sync_timeout_s: float = 2.0) -> None:
+                 max_wait_ms: int | None = None, build_jobs: int | None = None, pool_context: str = "forkserver",
+                 log: Log | None = None, sync_timeout_s: float = 2.0, gc_keep: int = 0) -> None:
         if debounce_ms < 0:
             raise CitegraphError(f"--debounce-ms {debounce_ms} is negative", "pass a value ≥ 0", code=2)
         self.home = home
         self.auto_build = auto_build
         self.debounce_s = debounce_ms / 1000
+        self.max_wait_s = (max_wait_ms if max_wait_ms is not None else max(10 * debounce_ms, 1000)) / 1000
+        self.gc_keep = gc_keep
+        self._last_gc = 0.0
+        self.building = False
+        self.abandoned = False
         self.build_jobs = build_jobs
         self.pool_context = pool_context
         self.log = log or _quiet
@@ -155,8 +156,11 @@ class Service:
         with self._cond:
             w = self.watched.get(str(live.root))
             if w is not None:
+                now = time.monotonic()
                 w.want = True
-                w.changed_mono = time.monotonic()
+                w.changed_mono = now
+                if w.first_mono is None:
+                    w.first_mono = now
                 w.not_before = 0.0
                 self._cond.notify_all()
 
@@ -168,7 +172,10 @@ class Service:
         for w in self.watched.values():
             if not w.want:
                 continue
-            at = max(w.changed_mono + self.debounce_s, w.not_before)
+            at = w.changed_mono + self.debounce_s
+            if w.first_mono is not None:
+                at = min(at, w.first_mono + self.max_wait_s)  # a stream of writes cannot starve builds
+            at = max(at, w.not_before)
             if at <= now:
                 due.append(w)
             else:
@@ -176,7 +183,15 @@ class Service:
         return due, wait
 
     def _builder(self) -> None:
+        self.run_builds()
+
+    def run_builds(self, until: Callable[[], bool] | None = None) -> None:
+        """Build what is due until ``stop`` (or ``until()``): the builder thread's loop, or
+        the main thread's in the foreground (``watch``), where a stop signal can abandon a
+        build safely."""
         while not self.stop.is_set():
+            if until is not None and until():
+                return
             with self._cond:
                 due, wait = self._due()
                 if not due:
@@ -184,6 +199,7 @@ class Service:
                     continue
                 for w in due:
                     w.want = False
+                    w.first_mono = None
             if not self.auto_build:
                 continue
             for w in due:
@@ -200,31 +216,62 @@ class Service:
             self._failed(w, err.line(), err.retryable)
             return None
         t0 = time.monotonic()
+        self.building = True
         try:
             res = build_snapshot(live.root, self.home, state=view.state, jobs=self.build_jobs,
                                  pool_context=self.pool_context)
+        except KeyboardInterrupt:
+            self.abandoned = True
+            self.stop.set()
+            self.log("abandoned", f"stopped during a build of {live.root}; nothing was published "
+                     "(the next run builds it again)", repo=str(live.root))
+            return None
         except CitegraphError as err:
             self._failed(w, err.line(), err.retryable)
             return None
         except Exception as exc:  # noqa: BLE001 - the service keeps running
             self._failed(w, f"citegraph: build failed: {type(exc).__name__}: {exc}", True)
             return None
-        w.failures, w.not_before = 0, 0.0
+        finally:
+            self.building = False
+        w.failures, w.not_before, w.last_error = 0, 0.0, None
         w.built = view.token
-        data = {**res.to_json(), "repo": str(live.root), "seconds": round(time.monotonic() - t0, 4)}
+        latency = time.monotonic() - w.changed_mono if w.changed_mono else None
+        data = {**res.to_json(), "repo": str(live.root), "seconds": round(time.monotonic() - t0, 4),
+                "latency": round(latency, 4) if latency is not None else None}
         w.last = data
         w.stats["reused" if res.reused else "published"] += 1
         if not res.reused:
             self.log("published", f"published {res.snapshot_id} commit={res.commit[:12]} dirty="
                      f"{str(res.dirty).lower()} files={res.files} symbols={res.symbols} "
                      f"seconds={res.seconds:.3f} repo={live.root}", **data)
+            self._maybe_gc()
+        elif w.logged != res.snapshot_id:
+            self.log("reused", f"reused {res.snapshot_id} commit={res.commit[:12]} dirty={str(res.dirty).lower()} "
+                     f"files={res.files} (already built and ready) repo={live.root}", **data)
+        w.logged = res.snapshot_id
         with self._cond:
             self._cond.notify_all()
         return data
 
+    def _maybe_gc(self) -> None:
+        if self.gc_keep <= 0 or time.monotonic() - self._last_gc < 60.0:
+            return
+        self._last_gc = time.monotonic()
+        from citegraph.graph.retention import collect
+
+        try:
+            res = collect(self.home, keep_last=self.gc_keep)
+        except (CitegraphError, OSError) as exc:
+            self.log("gc", f"gc skipped: {exc}", error=str(exc))
+            return
+        if res["retired"]:
+            self.log("gc", f"gc retired {len(res['retired'])} old snapshot(s)", retired=res["retired"])
+
     def _failed(self, w: Watched, line: str, retryable: bool) -> None:
         w.stats["failed"] += 1
         w.failures += 1
+        w.last_error = line.removeprefix("citegraph: ")
         with self._cond:
             if retryable:
                 w.want = True
@@ -268,11 +315,22 @@ class Service:
 
     # --- life cycle ---------------------------------------------------------------------------
 
-    def start(self) -> None:
-        for target, name in ((self._builder, "citegraph-builder"), (self._supervise, "citegraph-supervisor")):
+    def start(self, builder_thread: bool = True) -> None:
+        """Start the supervisor (and the builder thread, unless the caller runs
+        ``run_builds`` itself in the main thread)."""
+        targets = [(self._supervise, "citegraph-supervisor")]
+        if builder_thread:
+            targets.append((self._builder, "citegraph-builder"))
+        for target, name in targets:
             t = threading.Thread(target=target, name=name, daemon=True)
             t.start()
             self._threads.append(t)
+
+    def request_stop(self) -> None:
+        """Stop watching and building (safe from a signal handler)."""
+        self.stop.set()
+        with self._cond:
+            self._cond.notify_all()
 
     def close(self) -> None:
         self.stop.set()

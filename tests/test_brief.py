@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from validation_helpers import CountingSource
 
 import citegraph.graph.snapshot_builder as sb
-import citegraph.memory.workset as wsmod
 from citegraph.cli.main import cli
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.store import Home
@@ -20,6 +20,7 @@ from citegraph.memory import api
 from citegraph.memory import brief as br
 from citegraph.memory.recall import Candidate
 from citegraph.memory.store import Memory, MemoryStore, bulk_insert
+from citegraph.validator import pipeline
 from citegraph.validator.model import MemoryVerdict, Observation, Observed, Receipt
 
 RETRY = """\
@@ -116,7 +117,7 @@ def items(draw):
                            Observed("moved/" + r.path, 3, 9) if o == "relocated" else None)
                for r, o in zip(receipts, outcomes, strict=True)]
         if k:
-            v = wsmod.aggregate(f"cgm_{rank:016x}", obs)
+            v = pipeline.memory_verdict(f"cgm_{rank:016x}", obs)
         else:
             v = MemoryVerdict(f"cgm_{rank:016x}", draw(st.sampled_from(["fresh", "unknown", "stale"])), None,
                               reason="no-basis")
@@ -261,43 +262,36 @@ def test_more_than_96_citations_reports_limit_and_does_no_more_work(repo, home, 
     for k in range(13):
         remember(home, repo, f"bound check alpha {k}", [f"src/big.txt#L{8 * k + j + 1}" for j in range(8)],
                  topic=f"b{k}")
-    seen: list[int] = []
-    real = wsmod.validate
+    seen: list[str] = []
+    real = pipeline.decide
 
-    def counting(home_, items, scope, **kw):
-        seen.append(sum(len(i.receipts) for i in items))
-        return real(home_, items, scope, **kw)
+    def counting(r, *a, **kw):
+        seen.append(r.id)
+        return real(r, *a, **kw)
 
-    monkeypatch.setattr(wsmod, "validate", counting)
+    monkeypatch.setattr(pipeline, "decide", counting)
     res = brief(home, repo, "bound check alpha", budget_tokens=1500)
     check_response(res, 1500)
-    assert sum(seen) == 96
+    assert len(seen) == len(set(seen)) == 96
     lim = res.data["limits"]
     assert (lim["validated_citations"], lim["limited_citations"]) == (96, 8)
     assert [i for i in res.data["issues"] if i["kind"] == "limit"]
     assert res.data["selected"]["unknown"] == 1 and res.data["selected"]["fresh"] == 12
 
 
-def test_more_than_32_repositories_reports_limit_and_looks_at_no_more(payments, home, monkeypatch):
+def test_more_than_32_repositories_reports_limit_and_looks_at_no_more(payments, home):
     with MemoryStore.open(home) as ms:
         # 24 candidates × 2 citations, each in its own repository: 48 repositories
         bulk_insert(ms, [{"text": f"fleet wide claim {i}", "topic": f"f{i}",
                           "receipts": [receipt(2 * i + j, repo=f"{2 * i + j + 1:032x}") for j in (0, 1)]}
                          for i in range(24)])
-    resolved: list[str] = []
-    real = wsmod.current_state
-
-    def counting(path, home_, at=None):
-        resolved.append(path)
-        return real(path, home_, at)
-
-    monkeypatch.setattr(wsmod, "current_state", counting)
-    res = brief(home, payments, "fleet wide claim")
+    source = CountingSource()
+    res = brief(home, payments, "fleet wide claim", source=source)
     lim = res.data["limits"]
     assert (lim["repositories"], lim["validated_citations"], lim["limited_citations"]) == (32, 32, 16)
     assert [i for i in res.data["issues"] if i["kind"] == "limit"]
-    # nothing beyond the bound is looked at: only the repository in scope was resolved
-    assert resolved == [str(Path(payments.root).resolve())]
+    # nothing beyond the bound is looked at: only the repository in scope was read, once
+    assert source.reads == {str(Path(payments.root).resolve()): 1}
 
 
 def test_budget_bounds(payments, home, run_cli):

@@ -8,7 +8,7 @@ import os
 
 import pytest
 from gitutil import GitRepo
-from validation_helpers import HELPER, RETRY, cite, cli, handle, index
+from validation_helpers import HELPER, RETRY, ChangeBeforeRecheck, cite, cli, handle, index
 
 from citegraph.graph.current import current_state
 from citegraph.graph.handles import repo_handle
@@ -220,7 +220,7 @@ def test_head_move_between_resolve_and_store_is_retryable(repo, home):
         repo.write("src/new.py", "N = 1\n")
         repo.commit("racing commit")
 
-    err = expect_error(1, cite, home, repo, "src/retry.py", _after_resolve=move_head)
+    err = expect_error(1, cite, home, repo, "src/retry.py", source=ChangeBeforeRecheck(move_head))
     assert err.retryable and err.kind == "racing"
     assert stored(home) == []
 
@@ -230,7 +230,7 @@ def test_dirty_edit_between_resolve_and_store_is_retryable(repo, home):
     repo.commit("c1")
     index(repo, home)
     err = expect_error(1, cite, home, repo, "src/retry.py::helper",
-                       _after_resolve=lambda: repo.write("src/retry.py", RETRY + "\n"))
+                       source=ChangeBeforeRecheck(lambda: repo.write("src/retry.py", RETRY + "\n")))
     assert err.retryable and err.kind == "racing"
     assert stored(home) == []
 

@@ -47,23 +47,159 @@ def unknown(r: Receipt, reason: str) -> Observation:
     return Observation(r.id, "unknown", reason, None)
 
 
-# --- precondition -----------------------------------------------------------------------------
+# --- the reasons (the JSON contract) -------------------------------------------------------------
 
 
-def test_precondition_passes_when_all_hold():
-    assert d.precondition(receipt(), in_scope=True, current=True, extractor_ok=True) is None
+def test_reason_values_are_the_json_contract():
+    assert {r.name: r.value for r in d.Reason} == {
+        "INVALID_CITATION": "invalid-citation", "LIMIT": "limit", "OUT_OF_SCOPE": "out-of-scope",
+        "REPOSITORY_AMBIGUOUS": "repository-ambiguous", "MEMBER_MISSING": "member-missing",
+        "NOT_CURRENT": "not-current", "SNAPSHOT_UNREADABLE": "snapshot-unreadable",
+        "EXTRACTOR_MISMATCH": "extractor-mismatch", "RACING": "racing",
+        "AMBIGUOUS_RELOCATION": "ambiguous-relocation", "AMBIGUOUS_SUCCESSOR": "ambiguous-successor",
+        "INCOMPLETE_COVERAGE": "incomplete-coverage"}
 
 
-@pytest.mark.parametrize(("in_scope", "current", "extractor_ok", "reason"), [
-    (False, True, True, "out-of-scope"),
-    (False, False, False, "out-of-scope"),  # out of scope wins over everything
-    (True, False, True, "not-current"),
-    (True, False, False, "not-current"),  # not current wins over an extractor mismatch
-    (True, True, False, "extractor-mismatch"),
+def test_observations_carry_plain_strings():
+    o = d.before_anything(receipt(), **dict(ROUTED, current=False))
+    assert type(o.reason) is str and o.reason == "not-current"
+
+
+# --- before anything (SPEC §6, §8, §9) --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["file", "span", "symbol"])
+def test_well_formed_receipts(kind):
+    assert d.well_formed(receipt(kind)) is True
+
+
+@pytest.mark.parametrize("kind", ["file", "span"])
+def test_only_a_symbol_needs_a_handle(kind):
+    assert d.well_formed(receipt(kind, handle=None)) is True
+
+
+@pytest.mark.parametrize("bad", [
+    dict(kind="directory"), dict(kind=""), dict(repository_id=""), dict(path=""),
+    dict(repository_id="", path=""),
 ])
-def test_precondition_failures(in_scope, current, extractor_ok, reason):
+def test_malformed_receipts(bad):
+    assert d.well_formed(receipt(**bad)) is False
+
+
+@pytest.mark.parametrize("bad", [dict(start_line=None), dict(end_line=None), dict(start_line=0),
+                                 dict(start_line=None, end_line=None)])
+def test_a_span_needs_its_lines(bad):
+    assert d.well_formed(receipt("span", **bad)) is False
+
+
+def test_a_symbol_needs_its_handle():
+    assert d.well_formed(receipt("symbol", handle=None)) is False
+    assert d.well_formed(receipt("symbol", handle="")) is False
+
+
+def bounds(citations=0, repositories=0, new=False, max_c=None, max_r=None):
+    return d.within_bounds(citations=citations, repositories=repositories, new_repository=new,
+                           max_citations=max_c, max_repositories=max_r)
+
+
+def test_without_bounds_everything_is_within():
+    assert bounds(10_000, 10_000, True) is True
+
+
+def test_citation_bound():
+    assert bounds(95, 1, False, max_c=96) is True
+    assert bounds(96, 1, False, max_c=96) is False  # the 97th
+    assert bounds(97, 1, False, max_c=96) is False
+    assert bounds(0, 0, True, max_c=0) is False
+
+
+def test_repository_bound():
+    assert bounds(5, 31, True, max_r=32) is True
+    assert bounds(5, 32, True, max_r=32) is False  # a 33rd repository
+    assert bounds(5, 33, True, max_r=32) is False
+    assert bounds(5, 32, False, max_r=32) is True  # one of the first 32: still within
+    assert bounds(5, 40, False, max_r=32) is True
+
+
+def test_both_bounds():
+    assert bounds(95, 31, True, max_c=96, max_r=32) is True
+    assert bounds(96, 1, False, max_c=96, max_r=32) is False
+    assert bounds(1, 32, True, max_c=96, max_r=32) is False
+
+
+# The facts of a citation that every row lets through: one member, read, one state, current.
+ROUTED = dict(well_formed=True, within_bounds=True, members=1, read=1, states=1, current=True)
+
+
+def before(r=None, **facts):
+    return d.before_anything(r or receipt(), **dict(ROUTED, **facts))
+
+
+def test_before_anything_passes_when_all_hold():
+    assert before() is None
+    assert before(members=2, read=2, states=1) is None  # two worktrees in one state are one repository
+    assert before(members=3, read=3, states=1) is None
+
+
+@pytest.mark.parametrize(("facts", "reason"), [
+    (dict(well_formed=False), "invalid-citation"),
+    (dict(well_formed=False, within_bounds=False, members=0, read=0, states=0, current=False), "invalid-citation"),
+    (dict(within_bounds=False), "limit"),
+    (dict(within_bounds=False, members=0, read=0, states=0, current=False), "limit"),
+    (dict(members=0, read=0, states=0), "out-of-scope"),
+    (dict(members=0, read=0, states=0, current=False), "out-of-scope"),
+    (dict(members=2, read=2, states=2), "repository-ambiguous"),
+    (dict(members=2, read=2, states=2, current=False), "repository-ambiguous"),
+    (dict(members=3, read=3, states=2), "repository-ambiguous"),
+    (dict(members=2, read=1, states=1), "repository-ambiguous"),  # one of two is gone
+    (dict(members=2, read=0, states=0, current=False), "repository-ambiguous"),
+    (dict(members=1, read=0, states=0, current=False), "member-missing"),
+    (dict(members=1, read=0, states=0), "member-missing"),
+    (dict(current=False), "not-current"),
+    (dict(members=2, read=2, states=1, current=False), "not-current"),
+])
+def test_before_anything_rows_in_order(facts, reason):
     r = receipt()
-    assert d.precondition(r, in_scope=in_scope, current=current, extractor_ok=extractor_ok) == unknown(r, reason)
+    assert before(r, **facts) == unknown(r, reason)
+
+
+def test_snapshot_unreadable():
+    r = receipt()
+    assert d.snapshot_unreadable(r, damaged=True) == unknown(r, "not-current")
+    assert d.snapshot_unreadable(r, damaged=False) == unknown(r, "snapshot-unreadable")
+
+
+def test_only_symbols_of_another_extractor_need_reextraction():
+    assert d.needs_reextraction(receipt("symbol"), "cgx-2") is True
+    assert d.needs_reextraction(receipt("symbol"), "cgx-1") is False
+    assert d.needs_reextraction(receipt("file"), "cgx-2") is False
+    assert d.needs_reextraction(receipt("span"), "cgx-2") is False
+
+
+def test_extractor_gate():
+    sym = receipt("symbol")
+    assert d.extractor_gate(sym, snapshot_extractor="cgx-1", reextracted_fragment=None) is None
+    assert d.extractor_gate(sym, snapshot_extractor="cgx-2", reextracted_fragment="frag") is None
+    assert d.extractor_gate(sym, snapshot_extractor="cgx-2", reextracted_fragment="other") == unknown(
+        sym, "extractor-mismatch")
+    assert d.extractor_gate(sym, snapshot_extractor="cgx-2", reextracted_fragment=None) == unknown(
+        sym, "extractor-mismatch")  # the original blob is gone
+    for kind in ("file", "span"):  # raw bytes and blob ids: no extractor involved
+        assert d.extractor_gate(receipt(kind), snapshot_extractor="cgx-2", reextracted_fragment=None) is None
+
+
+def test_extractor_gate_with_a_receipt_lacking_its_fragment():
+    sym = receipt("symbol", fragment_hash=None)
+    assert d.extractor_gate(sym, snapshot_extractor="cgx-2", reextracted_fragment=None) == unknown(
+        sym, "extractor-mismatch")
+
+
+def test_after_run():
+    obs = [Observation("a", "exact", None, Observed("x.py")), Observation("b", "unknown", "incomplete-coverage"),
+           Observation("c", "changed", None, Observed("y.py"))]
+    assert d.after_run(obs, moved=False) == obs
+    assert d.after_run(obs, moved=True) == [Observation(c, "unknown", "racing") for c in "abc"]
+    assert d.after_run([], moved=True) == []
 
 
 # --- §6.1 file ---------------------------------------------------------------------------------
@@ -528,3 +664,17 @@ def test_legacy_behind():
 def test_legacy_not_ancestor():
     assert legacy() == ("stale", "source-commit-not-ancestor")
     assert legacy(clean=False) == ("stale", "source-commit-not-ancestor")
+
+
+def test_memory_reason():
+    ex, re_ = Observation("a", "exact"), Observation("b", "relocated")
+    nc, cov = Observation("c", "unknown", "not-current"), Observation("d", "unknown", "incomplete-coverage")
+    lim = Observation("e", "unknown", "limit")
+    assert d.memory_reason([ex]) is None
+    assert d.memory_reason([ex, re_]) is None
+    assert d.memory_reason([nc]) == "not-current"
+    assert d.memory_reason([ex, nc, re_]) == "not-current"
+    assert d.memory_reason([nc, lim, cov, nc]) == "incomplete-coverage,limit,not-current"
+    assert d.memory_reason([nc, Observation("f", "changed")]) is None  # stale: its citations say what changed
+    assert d.memory_reason([Observation("g", "deleted"), cov]) is None
+    assert d.memory_reason([Observation("h", "unknown", None)]) is None

@@ -38,10 +38,10 @@ def indexed(make_repo, home):
     return repo
 
 
-def run_session(home, steps):
+def run_session(home, steps, *extra):
     """Start `citegraph mcp` as a subprocess and run ``steps(session)`` against it."""
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "citegraph.cli.main", "mcp"],
+        command=sys.executable, args=["-m", "citegraph.cli.main", "mcp", *extra],
         env={"CITEGRAPH_HOME": str(home.root), "PYTHONPATH": os.environ.get("PYTHONPATH", "")})
     out = {}
 
@@ -88,9 +88,9 @@ def test_tools_over_stdio(indexed, home, run_cli):
         r["cli_validate"] = cli_json(run_cli, "validate", "--project", "svc", "--format", "json", cwd=cwd)
         r["cli_status"] = cli_json(run_cli, "status", "--json", cwd=cwd)
         r["cli_bad_ref"] = run_cli("remember", "--text", "x", "--code-ref", "src/nope.py", cwd=cwd)
-        indexed.write("src/retry.py", SRC + "\n\ndef extra():\n    return 0\n")  # dirty, not indexed
-        r["not_current"] = await s.call_tool("remember", {"callerCwd": cwd, "text": "x",
-                                                          "codeRefs": ["src/retry.py"]})
+        indexed.write("src/retry.py", SRC + "\n\ndef extra():\n    return 0\n")  # dirty, never indexed by hand
+        r["after_edit"] = await s.call_tool("remember", {"callerCwd": cwd, "text": "x",
+                                                         "codeRefs": ["src/retry.py::extra"]})
         return r
 
     r = run_session(home, steps)
@@ -147,9 +147,25 @@ def test_tools_over_stdio(indexed, home, run_cli):
     assert r["not_repo"].is_error and r["not_repo"].structured_content["error"]["code"] == 3
     assert "not a git repository" in r["not_repo"].content[0].text
 
-    # No exact-current snapshot (dirty worktree not indexed): retryable, exit code 1.
-    res = r["not_current"]
+    # The server runs the resident service: a capture right after an edit waits for the
+    # overlay of the new state (no `citegraph index`) and cites the new symbol, dirty.
+    res = r["after_edit"]
+    assert not res.is_error, res.content
+    assert [(c["ref"], c["dirty"]) for c in res.structured_content["citations"]] == [("src/retry.py::extra", True)]
+    assert r["status"].structured_content["service"]["used"] is True
+
+
+def test_without_the_service_an_unindexed_edit_is_not_current(indexed, home):
+    """`citegraph mcp --no-service`: no exact-current snapshot after an edit is a
+    retryable tool error (exit code 1) that names both ways out."""
+    cwd = str(indexed.root)
+
+    async def steps(s):
+        indexed.write("src/retry.py", SRC + "\n\ndef extra():\n    return 0\n")
+        return await s.call_tool("remember", {"callerCwd": cwd, "text": "x", "codeRefs": ["src/retry.py"]})
+
+    res = run_session(home, steps, "--no-service")
     assert res.is_error
     err = res.structured_content["error"]
     assert err["code"] == 1 and err["retryable"] is True
-    assert "citegraph index" in res.content[0].text
+    assert "citegraph index" in res.content[0].text and "citegraph serve" in res.content[0].text

@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from citegraph.corpora.gitops import Git
-from citegraph.corpora.runner import temp_base
+from citegraph.corpora.runner import RaceSource, temp_base
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.store import Home
 from citegraph.indexer.extract import extract
@@ -33,12 +33,13 @@ from citegraph.validator.capture import capture
 from citegraph.validator.model import (
     OUTCOMES,
     FileEvidence,
+    Observation,
     Receipt,
     SpanEvidence,
     SymbolEvidence,
     SymbolRow,
 )
-from citegraph.validator.validate import MemoryInput, resolve_scope, validate
+from citegraph.validator.pipeline import MemoryInput, resolve_scope, validate
 
 INTEGRATION_EXAMPLES = max(4, settings.default.max_examples // 3)
 integration = settings(max_examples=INTEGRATION_EXAMPLES)
@@ -81,6 +82,19 @@ def test_aggregation_is_monotone(outcomes, extra):
     assert d.SEVERITY[d.precise_status([*outcomes, extra])] >= d.SEVERITY[d.precise_status(outcomes)]
 
 
+@given(st.lists(st.tuples(st.sampled_from(OUTCOMES), st.sampled_from(list(d.Reason))), min_size=1, max_size=8))
+def test_memory_reason_aggregation(pairs):
+    """A memory is unknown exactly when it names why: the reasons of its unknown
+    citations, each once, in a stable order; fresh and stale memories name none."""
+    obs = [Observation(f"c{i}", o, r if o == "unknown" else None) for i, (o, r) in enumerate(pairs)]
+    reason = d.memory_reason(obs)
+    if d.freshness([o.outcome for o in obs]) == "unknown":
+        assert reason == ",".join(sorted({o.reason for o in obs if o.outcome == "unknown"}))
+    else:
+        assert reason is None
+    assert d.memory_reason(list(reversed(obs))) == reason
+
+
 def test_aggregation_of_nothing():
     assert d.precise_status([]) is None
     assert d.freshness([]) == "unknown"
@@ -98,11 +112,45 @@ def _receipt(kind: str) -> Receipt:
     return Receipt(**base)
 
 
-@given(st.sampled_from(["file", "span", "symbol"]), st.booleans(), st.booleans())
-def test_non_current_snapshot_is_never_authoritative_pure(kind, in_scope, extractor_ok):
-    obs = d.precondition(_receipt(kind), in_scope=in_scope, current=False, extractor_ok=extractor_ok)
+route_facts = st.tuples(st.booleans(), st.booleans(), st.integers(0, 3), st.integers(0, 3), st.integers(0, 3),
+                        st.booleans())
+
+
+def _facts(well_formed, within, members, read, states, current):
+    read = min(read, members)  # facts a scope can produce: 1 ≤ states ≤ read when read
+    return dict(well_formed=well_formed, within_bounds=within, members=members, read=read,
+                states=max(1, min(states, read)) if read else 0, current=current)
+
+
+@given(st.sampled_from(["file", "span", "symbol"]), route_facts)
+def test_before_anything_is_never_authoritative_pure(kind, facts):
+    """The rows before the tables only ever answer unknown, and let a citation through only
+    when it is well formed, within the bounds, in one readable, exact-current state."""
+    f = _facts(*facts)
+    obs = d.before_anything(_receipt(kind), **f)
+    passed = (f["well_formed"] and f["within_bounds"] and f["members"] >= 1 and f["read"] == f["members"]
+              and f["states"] == 1 and f["current"])
+    assert (obs is None) == passed
+    if obs is not None:
+        assert obs.outcome == "unknown" and obs.reason in set(d.Reason) and obs.observed is None
+
+
+@given(st.sampled_from(["file", "span", "symbol"]), route_facts)
+def test_non_current_snapshot_is_never_authoritative_pure(kind, facts):
+    obs = d.before_anything(_receipt(kind), **dict(_facts(*facts), current=False))
     assert obs is not None and obs.outcome == "unknown"
-    assert obs.reason == ("not-current" if in_scope else "out-of-scope")
+
+
+@given(st.lists(st.tuples(st.sampled_from(OUTCOMES), st.sampled_from([None, *d.Reason])), max_size=8),
+       st.booleans())
+def test_racing_re_check_is_never_authoritative_pure(pairs, moved):
+    obs = [Observation(f"c{i}", o, r) for i, (o, r) in enumerate(pairs)]
+    after = d.after_run(obs, moved=moved)
+    assert [o.citation_id for o in after] == [o.citation_id for o in obs]
+    if moved:
+        assert {(o.outcome, o.reason, o.observed) for o in after} <= {("unknown", "racing", None)}
+    else:
+        assert after == obs
 
 
 paths = st.sampled_from(["a.py", "lib/a.py", "lib/b.py", "x/y.py"])
@@ -390,7 +438,7 @@ def test_racing_state_is_never_authoritative(tmp_path):
         w.index()
         items = [MemoryInput("m", capture(w.home, w.git.root, POOL[:8]))]
         for change in (lambda: w.git.write("x.txt", b"x"), lambda: w.git.commit("c")):
-            rep = validate(w.home, items, resolve_scope(w.home, [str(w.git.root)]), _before_recheck=change)
+            rep = validate(w.home, items, resolve_scope(w.home, [str(w.git.root)], source=RaceSource(change)))
             assert {(o.outcome, o.reason) for v in rep.verdicts for o in v.observations} == {("unknown", "racing")}
             w.index()
     finally:

@@ -8,7 +8,17 @@ from types import SimpleNamespace
 
 import pytest
 from gitutil import GitRepo
-from validation_helpers import RETRY, assert_obs, cite, cli, handle, index, loc, memory_verdict
+from validation_helpers import (
+    RETRY,
+    ChangeBeforeRecheck,
+    assert_obs,
+    cite,
+    cli,
+    handle,
+    index,
+    loc,
+    memory_verdict,
+)
 
 from citegraph.graph.store import Home
 from citegraph.memory.store import MemoryStore
@@ -292,5 +302,5 @@ def test_at_rev_racing_check_uses_the_commit_not_the_worktree(repo, home):
         repo.write("new.py", "N = 1\n")
         repo.commit("a commit on the branch")
 
-    m = memory_verdict(home, repo, mem, at=c1, _before_recheck=edit_worktree)
+    m = memory_verdict(home, repo, mem, at=c1, source=ChangeBeforeRecheck(edit_worktree))
     assert_obs(m["citations"][0], "exact", None, loc("src/retry.py"))

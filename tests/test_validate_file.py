@@ -12,6 +12,7 @@ import pytest
 from gitutil import GitRepo
 from validation_helpers import (
     RETRY,
+    ChangeBeforeRecheck,
     assert_obs,
     cite,
     git,
@@ -27,7 +28,7 @@ from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.store import Home
 from citegraph.memory import api
 from citegraph.memory.store import MemoryStore
-from citegraph.validator.validate import resolve_scope, validate
+from citegraph.validator.pipeline import resolve_scope, validate
 
 URL = "https://example.invalid/acme/proj.git"
 
@@ -267,7 +268,7 @@ def test_racing_commit_makes_every_observation_of_that_repository_unknown(make_r
             done.append(True)
 
     data = verdicts(home, a, b, memory_ids=[mems["a"]["id"], mems["b"]["id"]],
-                    _before_recheck=commit_in_a)
+                    source=ChangeBeforeRecheck(commit_in_a))
     by_id = {m["id"]: m for m in data["memories"]}
     assert [(c["outcome"], c["reason"], c["observed"]) for c in by_id[mems["a"]["id"]]["citations"]] == [
         ("unknown", "racing", None)] * 3
@@ -278,7 +279,7 @@ def test_racing_dirty_edit(repo, home, cited):
     def edit() -> None:
         repo.write("src/other.py", "X = 99\n")
 
-    c = observe(home, repo, cited, _before_recheck=edit)
+    c = observe(home, repo, cited, source=ChangeBeforeRecheck(edit))
     assert_obs(c, "unknown", "racing", None)
 
 
@@ -287,7 +288,7 @@ def test_racing_is_not_cached(repo, home, cited):
     def edit() -> None:
         repo.write("src/other.py", "X = 100\n")
 
-    assert_obs(observe(home, repo, cited, _before_recheck=edit), "unknown", "racing", None)
+    assert_obs(observe(home, repo, cited, source=ChangeBeforeRecheck(edit)), "unknown", "racing", None)
     repo.write("src/other.py", "X = 1\n")  # back to the clean, indexed state
     assert_obs(observe(home, repo, cited), "exact", None, loc("src/retry.py"))
 
@@ -301,7 +302,7 @@ def test_limit_marks_citations_beyond_the_bound(repo, home):
     scope = resolve_scope(home, [str(repo.root)])
     with MemoryStore.open(home) as ms:
         inputs = api.to_inputs(api.select_memories(ms, [mem["id"]]))
-    report = validate(home, inputs, scope, limit_citations=1).to_json()
+    report = validate(home, inputs, scope, max_citations=1).to_json()
     first, second = report["memories"][0]["citations"]
     assert_obs(first, "exact", None, loc("src/retry.py"))
     assert_obs(second, "unknown", "limit", None)

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from gitutil import GIT_ENV, GitRepo
 
+from citegraph.graph.current import CurrentState, ScanSource
 from citegraph.graph.handles import symbol_handle
 from citegraph.graph.snapshot_builder import BuildResult, build_snapshot
 from citegraph.graph.store import Home
@@ -46,6 +50,43 @@ class RetryPolicy:
 """
 
 HELPER = "def helper():\n    return 42\n"
+
+
+class ChangeBeforeRecheck(ScanSource):
+    """An injected state source: the first racing re-check (``moved``) runs ``change``
+    first — a commit or an edit landing between the work and its re-check — then answers
+    as the one-shot scan does. Later checks wait until the change is done."""
+
+    def __init__(self, change: Callable[[], None]) -> None:
+        self.change = change
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def moved(self, cur: CurrentState) -> bool:
+        with self._lock:
+            self.calls += 1
+            if self.calls == 1:
+                self.change()
+        return super().moved(cur)
+
+
+class CountingSource(ScanSource):
+    """An injected state source that counts reads and re-checks per repository path."""
+
+    def __init__(self) -> None:
+        self.reads: Counter[str] = Counter()
+        self.checks: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def read(self, repo_path, home, at=None):  # type: ignore[no-untyped-def]
+        with self._lock:
+            self.reads[os.path.realpath(os.fspath(repo_path))] += 1
+        return super().read(repo_path, home, at)
+
+    def moved(self, cur: CurrentState) -> bool:
+        with self._lock:
+            self.checks[os.path.realpath(cur.path)] += 1
+        return super().moved(cur)
 
 
 def handle(path: str, qname: str, kind: str = "function", ordinal: int = 0) -> str:

@@ -1,23 +1,24 @@
 """Capture: resolve code refs against the exact-current ready snapshot into receipts.
 
 Capture never starts indexing, is atomic (one bad ref fails all), and detects races by
-reading the repository state before and after resolving.
+reading the repository state once before resolving and checking once after it (through a
+``StateSource``, graph/current.py).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
 
 import blake3
 
-from citegraph.graph.current import CurrentState, current_state
+from citegraph.graph.current import CurrentState, ScanSource, StateSource
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.graph.store import Home
 from citegraph.indexer import gitrepo
 from citegraph.indexer.errors import CitegraphError
 from citegraph.indexer.extract import EXTRACTOR_VERSION
+from citegraph.validator.decisions import Reason
 from citegraph.validator.model import Receipt
 from citegraph.validator.refs import ParsedRef, bad_ref, parse_refs, same_evidence_note
 from citegraph.validator.spans import hash_bytes, line_count, line_starts, span_bytes
@@ -45,20 +46,21 @@ def not_current_error(cur: CurrentState) -> CitegraphError:
     what = "dirty worktree" if cur.dirty else f"commit {cur.head[:12]}"
     return CitegraphError(
         f"no exact-current snapshot for {what} (snapshot {state}); nothing was stored",
-        "run `citegraph index` (or keep `citegraph watch` running), then retry",
-        code=1, retryable=True, kind="not-current")
+        "run `citegraph index`, or keep `citegraph serve` running (it builds every change), then retry",
+        code=1, retryable=True, kind=str(Reason.NOT_CURRENT))
 
 
 def capture(home: Home, repo_path: str | os.PathLike[str], refs: list[str],
-            _after_resolve: Callable[[], None] | None = None,
-            notes: list[str] | None = None) -> list[Receipt]:
+            notes: list[str] | None = None, source: StateSource | None = None) -> list[Receipt]:
     """Resolve ``refs`` into receipts; raise CitegraphError (nothing stored) on any problem.
     Refs naming the same evidence (``a.py#L2`` and ``a.py#L2-L2``; a locator and the
-    handle it resolves to) are stored once; each collapse is told in ``notes``."""
+    handle it resolves to) are stored once; each collapse is told in ``notes``.
+    ``source``: where the repository state is read (default: a git-status scan)."""
     parsed = parse_refs(refs, notes)
     if not parsed:
         return []
-    cur = current_state(repo_path, home)
+    source = source or ScanSource()
+    cur = source.read(repo_path, home)
     if not cur.exact_current:
         raise not_current_error(cur)
     with Snapshot.open(cur.store, cur.snapshot_id, cur.repo) as snap:
@@ -71,12 +73,9 @@ def capture(home: Home, repo_path: str | os.PathLike[str], refs: list[str],
             receipts.append(r)
         elif notes is not None:
             notes.append(same_evidence_note(r.ref, first.ref))
-    if _after_resolve is not None:
-        _after_resolve()
-    again = current_state(repo_path, home)
-    if again.token() != cur.token():
+    if source.moved(cur):
         raise CitegraphError("the repository changed while the refs were being resolved; nothing was stored",
-                             "retry the command", code=1, retryable=True, kind="racing")
+                             "retry the command", code=1, retryable=True, kind=str(Reason.RACING))
     return receipts
 
 

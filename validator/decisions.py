@@ -1,13 +1,16 @@
-"""The decision tables of SPEC §6.1–§6.5 as pure functions over plain data.
+"""The decision tables of SPEC §6 as pure functions over plain data.
 
-No I/O here: evidence is gathered at the edges (validator/evidence.py) and handed in, so
-the corpus, the property tests and the mutation run exercise exactly these lines. Each
-branch names the table row it implements.
+No I/O here: facts are gathered at the edges (the plan and run of validator/pipeline.py,
+the evidence of validator/evidence.py) and handed in, so the corpus, the property tests and
+the mutation run exercise exactly these lines. Each branch names the SPEC row it
+implements. Every reason an ``unknown`` can carry is a ``Reason``; no other module spells
+one.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
+from enum import StrEnum
 from itertools import accumulate
 
 from citegraph.validator.model import (
@@ -23,19 +26,113 @@ from citegraph.validator.model import (
 )
 
 
-def _unknown(r: Receipt, reason: str) -> Observation:
-    return Observation(r.id, "unknown", reason)
+class Reason(StrEnum):
+    """Reason codes of ``unknown``. The values are the JSON contract (SPEC §16): never
+    renamed."""
+
+    # SPEC §6 "before anything" (and §8, §9)
+    INVALID_CITATION = "invalid-citation"
+    LIMIT = "limit"
+    OUT_OF_SCOPE = "out-of-scope"
+    REPOSITORY_AMBIGUOUS = "repository-ambiguous"
+    MEMBER_MISSING = "member-missing"
+    NOT_CURRENT = "not-current"
+    SNAPSHOT_UNREADABLE = "snapshot-unreadable"
+    EXTRACTOR_MISMATCH = "extractor-mismatch"
+    RACING = "racing"
+    # SPEC §6.1–§6.4
+    AMBIGUOUS_RELOCATION = "ambiguous-relocation"
+    AMBIGUOUS_SUCCESSOR = "ambiguous-successor"
+    INCOMPLETE_COVERAGE = "incomplete-coverage"
 
 
-def precondition(r: Receipt, *, in_scope: bool, current: bool, extractor_ok: bool) -> Observation | None:
-    """SPEC §6 'before anything': out of scope, not current, extractor mismatch."""
-    if not in_scope:
-        return _unknown(r, "out-of-scope")
+def _unknown(r: Receipt, reason: Reason) -> Observation:
+    return Observation(r.id, "unknown", str(reason))
+
+
+# --- before anything (SPEC §6, §8, §9): decided from facts, before any snapshot is read ----
+
+
+def well_formed(r: Receipt) -> bool:
+    """A stored receipt the tables can judge: a known kind, a repository id and a path; a
+    span with its lines, a symbol with its handle (the store is untrusted input, §12.1)."""
+    if r.kind not in ("file", "span", "symbol") or not r.repository_id or not r.path:
+        return False
+    if r.kind == "span" and (not r.start_line or not r.end_line):
+        return False
+    return not (r.kind == "symbol" and not r.handle)
+
+
+def within_bounds(*, citations: int, repositories: int, new_repository: bool,
+                  max_citations: int | None, max_repositories: int | None) -> bool:
+    """SPEC §8: may the next citation be looked at, after ``citations`` admitted ones over
+    ``repositories`` repositories? ``new_repository``: it is of none of those."""
+    if max_citations is not None and citations >= max_citations:
+        return False  # beyond the citation bound
+    if max_repositories is not None and new_repository and repositories >= max_repositories:
+        return False  # of a repository beyond the repository bound
+    return True
+
+
+def before_anything(r: Receipt, *, well_formed: bool, within_bounds: bool, members: int, read: int,
+                    states: int, current: bool) -> Observation | None:
+    """The rows before the tables, in order. ``members``: scope members carrying the
+    citation's repository id; ``read``: how many of them could be read; ``states``: the
+    distinct states (snapshot ids) among those; ``current``: that state has its
+    exact-current ready snapshot."""
+    if not well_formed:
+        return _unknown(r, Reason.INVALID_CITATION)  # a malformed stored receipt
+    if not within_bounds:
+        return _unknown(r, Reason.LIMIT)  # §8: over the bound, not looked at
+    if members == 0:
+        return _unknown(r, Reason.OUT_OF_SCOPE)  # §6: its repository is not in the scope
+    if members > 1 and (read < members or states > 1):
+        # §9: two members with its id in different (or unreadable) states — the answer
+        # would depend on which one is read. In one state they are one repository.
+        return _unknown(r, Reason.REPOSITORY_AMBIGUOUS)
+    if read == 0:
+        return _unknown(r, Reason.MEMBER_MISSING)  # §9: the member is gone or no repository
     if not current:
-        return _unknown(r, "not-current")
-    if not extractor_ok:
-        return _unknown(r, "extractor-mismatch")
+        return _unknown(r, Reason.NOT_CURRENT)  # §6: no exact-current ready snapshot
     return None
+
+
+def snapshot_unreadable(r: Receipt, *, damaged: bool) -> Observation:
+    """The exact-current snapshot failed to open or read. Found damaged, it is now marked
+    failed, so there is no exact-current ready snapshot (§6, not-current); any other
+    failure is snapshot-unreadable."""
+    if damaged:
+        return _unknown(r, Reason.NOT_CURRENT)
+    return _unknown(r, Reason.SNAPSHOT_UNREADABLE)
+
+
+def needs_reextraction(r: Receipt, snapshot_extractor: str) -> bool:
+    """SPEC §6 extractor row: only a symbol receipt is an extractor's product (file and span
+    receipts are raw bytes and git blob ids); one made by another extractor version must be
+    re-extracted from its original blob."""
+    return r.kind == "symbol" and r.extractor_version != snapshot_extractor
+
+
+def extractor_gate(r: Receipt, *, snapshot_extractor: str, reextracted_fragment: str | None
+                   ) -> Observation | None:
+    """SPEC §6: extractor-mismatch unless the original blob is still there and re-extracts
+    to the cited fragment hash (then the tables judge it normally)."""
+    if needs_reextraction(r, snapshot_extractor) and (
+            reextracted_fragment is None or reextracted_fragment != r.fragment_hash):
+        return _unknown(r, Reason.EXTRACTOR_MISMATCH)
+    return None
+
+
+def after_run(observations: list[Observation], *, moved: bool) -> list[Observation]:
+    """SPEC §6: the state is re-read after validation; if the repository moved, every
+    observation of it is unknown/racing (cached ones too: they answer the state read
+    before, which is no longer the current one)."""
+    if moved:
+        return [Observation(o.citation_id, "unknown", str(Reason.RACING)) for o in observations]
+    return list(observations)
+
+
+# --- the tables (SPEC §6.1–§6.3) ----------------------------------------------------------
 
 
 def decide_file(r: Receipt, ev: FileEvidence) -> Observation:
@@ -46,11 +143,11 @@ def decide_file(r: Receipt, ev: FileEvidence) -> Observation:
         return Observation(r.id, "changed", None, Observed(r.path))  # a copy never rescues it
     elsewhere = tuple(p for p in ev.paths_with_blob if p != r.path)
     if len(elsewhere) > 1:
-        return _unknown(r, "ambiguous-relocation")
+        return _unknown(r, Reason.AMBIGUOUS_RELOCATION)
     if not ev.inventory_complete:
         # "exactly one file anywhere" and "none has it" are unprovable when part of the
         # inventory is missing (a partial clone lacking a tree may hold another copy).
-        return _unknown(r, "incomplete-coverage")
+        return _unknown(r, Reason.INCOMPLETE_COVERAGE)
     if len(elsewhere) == 1:
         return Observation(r.id, "relocated", None, Observed(elsewhere[0]))
     return Observation(r.id, "deleted")
@@ -66,25 +163,25 @@ def decide_span(r: Receipt, ev: SpanEvidence) -> Observation:
             start = ev.other_occurrences[0]
             return Observation(r.id, "relocated", None, Observed(r.path, start, start + n - 1))
         if len(ev.other_occurrences) > 1:
-            return _unknown(r, "ambiguous-relocation")
+            return _unknown(r, Reason.AMBIGUOUS_RELOCATION)
         return Observation(r.id, "changed", None, Observed(r.path))
     if len(ev.paths_with_cited_blob) > 1:
-        return _unknown(r, "ambiguous-relocation")
+        return _unknown(r, Reason.AMBIGUOUS_RELOCATION)
     if not ev.inventory_complete:
         # The cited path (or another copy) may sit in a tree this repository lacks.
-        return _unknown(r, "incomplete-coverage")
+        return _unknown(r, Reason.INCOMPLETE_COVERAGE)
     if len(ev.paths_with_cited_blob) == 1:
         return Observation(r.id, "relocated", None,
                            Observed(ev.paths_with_cited_blob[0], r.start_line, r.end_line))
     if len(ev.added_files_with_bytes) > 1:
-        return _unknown(r, "ambiguous-relocation")
+        return _unknown(r, Reason.AMBIGUOUS_RELOCATION)
     if len(ev.added_files_with_bytes) == 1 and ev.diff_complete:
         # Uniqueness among added files holds only when every added file was searched.
         path, start = ev.added_files_with_bytes[0]
         return Observation(r.id, "relocated", None, Observed(path, start, start + n - 1))
     if ev.capture_commit_known and ev.diff_complete:
         return Observation(r.id, "deleted")
-    return _unknown(r, "incomplete-coverage")
+    return _unknown(r, Reason.INCOMPLETE_COVERAGE)
 
 
 def _observed(row: SymbolRow) -> Observed:
@@ -100,16 +197,16 @@ def decide_symbol(r: Receipt, ev: SymbolEvidence) -> Observation:
     covered = ev.coverage_ok if ev.coverage is None else coverage_suffices(ev.coverage)
     relocations = _distinct(ev.fragment_matches, r.handle)
     if len(relocations) > 1:
-        return _unknown(r, "ambiguous-relocation")
+        return _unknown(r, Reason.AMBIGUOUS_RELOCATION)
     if len(relocations) == 1:
         if not covered:
-            return _unknown(r, "incomplete-coverage")
+            return _unknown(r, Reason.INCOMPLETE_COVERAGE)
         return Observation(r.id, "relocated", None, _observed(relocations[0]))
     successors = _distinct(ev.qname_matches + ev.body_matches, r.handle)
     if len(successors) > 1:
-        return _unknown(r, "ambiguous-successor")
+        return _unknown(r, Reason.AMBIGUOUS_SUCCESSOR)
     if not covered:
-        return _unknown(r, "incomplete-coverage")
+        return _unknown(r, Reason.INCOMPLETE_COVERAGE)
     if len(successors) == 1:
         return Observation(r.id, "changed", None, _observed(successors[0]))
     return Observation(r.id, "deleted")
@@ -188,6 +285,16 @@ def freshness(outcomes: list[str]) -> str:
     if any(o == "unknown" for o in outcomes):
         return "unknown"
     return "fresh"
+
+
+def memory_reason(observations: list[Observation]) -> str | None:
+    """Why a memory with citations is unknown: the distinct reasons of its unknown
+    citations, sorted, joined by ``,`` (docs/outcomes.md). A fresh or stale memory has
+    none: its citations say what changed."""
+    if freshness([o.outcome for o in observations]) != "unknown":
+        return None
+    reasons = {o.reason for o in observations if o.outcome == "unknown"}
+    return ",".join(sorted(x for x in reasons if x)) or None
 
 
 def legacy_freshness(source_commit: str | None, *, is_head: bool, worktree_clean: bool,

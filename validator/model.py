@@ -11,10 +11,7 @@ from typing import Any, NamedTuple
 
 OUTCOMES = ("exact", "relocated", "changed", "deleted", "unknown")
 
-# Reason codes of unknown (SPEC §6) plus the ones the decision tables name.
-UNKNOWN_REASONS = ("not-current", "racing", "out-of-scope", "extractor-mismatch",
-                   "ambiguous-relocation", "ambiguous-successor", "incomplete-coverage", "limit",
-                   "repository-ambiguous")
+# The reason codes of unknown are ``citegraph.validator.decisions.Reason``.
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,143 @@
+"""The requests the resident service answers: the same library calls as the CLI's one-shot
+path, with the service's state source (reads synced with the watcher, no worktree scan).
+
+Each handler takes the request's ``args`` (the CLI's options; paths absolute) and returns
+the command's ``--json`` structure. ``remember`` waits (bounded, ``wait_s``, default 2 s)
+for the exact-current snapshot of an edit instead of failing; reads wait shortly
+(``READ_WAIT_S``) for a build the service already has in hand.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from citegraph.indexer.errors import CitegraphError
+from citegraph.server.service import Service
+
+REMEMBER_WAIT_S = 2.0
+READ_WAIT_S = 1.0
+
+
+def _str(args: dict[str, Any], key: str, default: str | None = None) -> str | None:
+    v = args.get(key, default)
+    if v is not None and not isinstance(v, str):
+        raise CitegraphError(f"request argument {key} is not a string", "", code=2, kind="usage")
+    return v
+
+
+def _strs(args: dict[str, Any], key: str) -> list[str] | None:
+    v = args.get(key)
+    if v is None:
+        return None
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        raise CitegraphError(f"request argument {key} is not a list of strings", "", code=2, kind="usage")
+    return v
+
+
+def _wait(args: dict[str, Any], default: float) -> float:
+    v = args.get("wait_s", default)
+    if not isinstance(v, int | float) or isinstance(v, bool) or not 0 <= v <= 60:
+        raise CitegraphError("request argument wait_s must be 0–60 seconds", "", code=2, kind="usage")
+    return float(v)
+
+
+def ping(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
+    return svc.status()
+
+
+def register(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
+    roots = [str(svc.register(p).live.root) for p in (_strs(args, "paths") or [])]
+    return {"roots": roots}
+
+
+def status(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
+    from citegraph.graph import queries
+
+    path = _str(args, "path") or "."
+    data = queries.status(path, svc.home, source=svc.source(wait_s=_wait(args, 0.0)))
+    w = svc.register(path)
+    data["service"] = {"used": True, "pid": svc.status()["pid"], "watching": w.live.watching(),
+                       "generation": w.live.generation, "version": w.live.version}
+    return data
+
+
+def index(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
+    from citegraph.graph.snapshot_builder import build_snapshot
+
+    path = _str(args, "path") or "."
+    rev = _str(args, "rev")
+    if rev is not None:
+        return build_snapshot(path, svc.home, rev=rev, pool_context=svc.pool_context).to_json()
+    w = svc.register(path)
+    w.live.sync()
+    res = svc.build(w)
+    if res is None:
+        raise CitegraphError(w.live.root.as_posix() + ": " + (w.last_error or "the build failed"),
+                             "see the service log; retry", code=1, retryable=True)
+    return {k: v for k, v in res.items() if k != "repo"}
+
+
+def symbols(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
+    from pathlib import Path
+
+    from citegraph.graph import queries
+
+    file = _str(args, "file")
+    if not file:
+        raise CitegraphError("request argument file is missing", "", code=2, kind="usage")
+    return {"symbols": queries.symbols_of_file(Path(file), svc.home, source=svc.source(wait_s=READ_WAIT_S))}
+
+
+def find(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
+    from citegraph.graph import queries
+
+    limit = args.get("limit", 50)
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 10_000:
+        raise CitegraphError("request argument limit must be 1–10000", "", code=2, kind="usage")
+    rows = queries.find_symbols(_str(args, "repo") or ".", svc.home, _str(args, "name") or "", limit,
+                                source=svc.source(wait_s=READ_WAIT_S))
+    return {"symbols": rows}
+
+
+def remember(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
+    from citegraph.memory import api
+
+    text = _str(args, "text")
+    if text is None:
+        raise CitegraphError("request argument text is missing", "", code=2, kind="usage")
+    return api.remember(svc.home, text, repo=_str(args, "repo") or ".", refs=_strs(args, "refs") or [],
+                        kind=_str(args, "kind") or "durable", project=_str(args, "project") or "default",
+                        topic=_str(args, "topic"), author=_str(args, "author"), agent_id=_str(args, "agent_id"),
+                        session_id=_str(args, "session_id"), supersedes=_str(args, "supersedes"),
+                        source_commit=_str(args, "source_commit"),
+                        source=svc.source(wait_s=_wait(args, REMEMBER_WAIT_S)))
+
+
+def validate(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
+    from citegraph.memory import api
+
+    source = svc.source(wait_s=_wait(args, READ_WAIT_S))
+    workset = _str(args, "workset")
+    if workset:
+        report = api.validate_workset(svc.home, workset, memory_ids=_strs(args, "memory_ids"),
+                                      project=_str(args, "project"), source=source)
+    else:
+        report = api.validate_memories(svc.home, memory_ids=_strs(args, "memory_ids"), project=_str(args, "project"),
+                                       repo_paths=_strs(args, "repo_paths"), at=_str(args, "at"), source=source)
+    return report.to_json()
+
+
+def brief(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
+    from citegraph.memory import api
+
+    budget = args.get("budget_tokens", 1250)
+    if not isinstance(budget, int) or isinstance(budget, bool):
+        raise CitegraphError("request argument budget_tokens is not an integer", "", code=2, kind="usage")
+    res = api.brief(svc.home, _str(args, "task") or "", project=_str(args, "project"), workset=_str(args, "workset"),
+                    code_refs=_strs(args, "code_refs") or [], budget_tokens=budget,
+                    repo_paths=_strs(args, "repo_paths"), source=svc.source(wait_s=_wait(args, READ_WAIT_S)))
+    return {"json_text": res.json_text, "text": res.text}
+
+
+HANDLERS = {"ping": ping, "register": register, "status": status, "index": index, "symbols": symbols,
+            "find": find, "remember": remember, "validate": validate, "brief": brief}

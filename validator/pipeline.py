@@ -1,0 +1,422 @@
+"""The one validation pipeline (SPEC §17): plan → run → aggregate.
+
+Every reader of verdicts uses it: ``validate`` and ``validate --workset``
+(memory/api.py), ``brief`` (memory/brief.py), the MCP ``validate`` tool (through the API)
+and the resident service (which injects its own ``StateSource``).
+
+- **plan**: route each citation to the scope members carrying its repository id. Only the
+  members some citation needs are read (``Scope.read``: once each, at most 4 at once).
+  The rows before the tables (malformed, limit, out of scope, repository-ambiguous, member
+  missing, not current) are ``decisions.before_anything`` over the facts gathered here.
+- **run**: per repository (at most 4 at once): the exact-current snapshot, the observation
+  cache, the evidence (set-based, validator/evidence.py), the extractor row and the tables
+  (validator/decisions.py), then one ``moved`` check per member → ``decisions.after_run``
+  (racing).
+- **aggregate**: SPEC §6.5 per memory; memories without citations by their source commit.
+
+Validation never writes to a snapshot and never builds one. One command reads each
+repository's state once before and checks it once after (``StateSource``); a ``Scope``
+therefore belongs to one command.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import pygit2
+
+from citegraph.graph.current import CurrentState, ScanSource, StateSource
+from citegraph.graph.snapshot_reader import DamagedSnapshot, Snapshot
+from citegraph.graph.store import Home
+from citegraph.indexer.errors import CitegraphError
+from citegraph.indexer.extract import EXTRACTOR_VERSION
+from citegraph.validator import decisions
+from citegraph.validator.evidence import SnapshotEvidence, reextract_fragment
+from citegraph.validator.model import OUTCOMES, MemoryVerdict, Observation, Receipt
+
+MAX_REPO_CONCURRENCY = 4  # SPEC §8: repositories read at once (plan and run)
+
+
+@dataclass
+class MemoryInput:
+    """What validation needs of a memory (the memory store maps its rows to this)."""
+
+    memory_id: str
+    receipts: list[Receipt]
+    source_commit: str | None = None
+
+
+class ObservationCache(Protocol):
+    """Observations are deterministic for (snapshot id, citation id), SPEC §6.5."""
+
+    def get_many(self, snapshot_id: str, citation_ids: list[str]) -> dict[str, Observation]: ...
+
+    def put_many(self, snapshot_id: str, observations: list[Observation]) -> None: ...
+
+
+# --- scope ------------------------------------------------------------------------------------
+
+
+@dataclass
+class ScopeMember:
+    path: str
+    cur: CurrentState | None  # None: the path could not be read (see error/exc)
+    error: str | None = None
+    exc: CitegraphError | None = None  # the error behind ``error`` (its exit code and advice)
+
+
+@dataclass
+class Scope:
+    """The repositories one validation may read, in order: (path, repository id when known
+    beforehand — a workset records it — else None). Members are read through ``source``
+    when first needed and never again (``members``: path → member read)."""
+
+    paths: list[tuple[str, str | None]]
+    at: str | None = None  # validate against the snapshot of this commit (SPEC §6.6 --at)
+    source: StateSource = field(default_factory=ScanSource)
+    members: dict[str, ScopeMember] = field(default_factory=dict)
+
+    @classmethod
+    def for_paths(cls, paths: Iterable[str | os.PathLike[str]], *, at: str | None = None,
+                  source: StateSource | None = None) -> Scope:
+        unique = dict.fromkeys(os.fspath(p) for p in paths)
+        return cls([(p, None) for p in unique], at, source or ScanSource())
+
+    def read(self, home: Home, paths: Iterable[str]) -> None:
+        """Read the members of ``paths`` not read yet (at most 4 at once)."""
+        todo = [p for p in dict.fromkeys(paths) if p not in self.members]
+        if len(todo) <= 1:
+            for p in todo:
+                self.members[p] = self._read_one(home, p)
+            return
+        with ThreadPoolExecutor(min(MAX_REPO_CONCURRENCY, len(todo))) as pool:
+            for p, m in zip(todo, pool.map(lambda p: self._read_one(home, p), todo), strict=True):
+                self.members[p] = m
+
+    def read_all(self, home: Home) -> list[ScopeMember]:
+        self.read(home, [p for p, _ in self.paths])
+        return [self.members[p] for p, _ in self.paths]
+
+    def _read_one(self, home: Home, path: str) -> ScopeMember:
+        try:
+            return ScopeMember(path, self.source.read(path, home, self.at))
+        except CitegraphError as err:
+            return ScopeMember(path, None, err.what, err)
+
+
+def resolve_scope(home: Home, paths: Iterable[str | os.PathLike[str]], at: str | None = None,
+                  source: StateSource | None = None) -> Scope:
+    """A scope of ``paths``, every member read now (a path that is not a repository gets
+    ``cur=None`` and ``error``/``exc``)."""
+    scope = Scope.for_paths(paths, at=at, source=source)
+    scope.read_all(home)
+    return scope
+
+
+# --- plan -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Group:
+    """The citations of one repository and the scope members (all in one state) it is
+    read through."""
+
+    members: list[ScopeMember]
+    receipts: list[Receipt] = field(default_factory=list)
+
+    @property
+    def cur(self) -> CurrentState:
+        cur = self.members[0].cur
+        assert cur is not None
+        return cur
+
+
+@dataclass
+class Plan:
+    """What a validation will do: citations decided before any snapshot is read, and the
+    rest grouped by repository."""
+
+    items: list[MemoryInput]
+    scope: Scope
+    receipts: dict[str, Receipt]  # citation id → receipt (first occurrence)
+    decided: dict[str, Observation]  # decided by the rows before the tables
+    groups: dict[str, Group]  # repository id → what ``run`` reads
+    limited: list[str]  # citation ids beyond a bound
+    invalid: list[tuple[str, str]]  # (memory id, citation id) of malformed receipts
+    validated: int  # citations within the bounds
+    repositories: int  # distinct repositories among them
+    legacy: ScopeMember | None  # what memories without citations are judged against
+
+    def wanted(self) -> dict[str, list[str]]:
+        """{snapshot id: citation ids} the observation cache may already hold."""
+        out: dict[str, list[str]] = {}
+        for g in self.groups.values():
+            out.setdefault(g.cur.snapshot_id, []).extend(r.id for r in g.receipts)
+        return out
+
+
+@dataclass
+class _Route:
+    """The scope members carrying one repository id."""
+
+    members: list[ScopeMember]
+
+    @property
+    def read(self) -> list[ScopeMember]:
+        return [m for m in self.members if m.cur is not None]
+
+    def facts(self) -> dict[str, Any]:
+        """The plain facts ``decisions.before_anything`` decides on."""
+        curs = [m.cur for m in self.members if m.cur is not None]
+        return {"members": len(self.members), "read": len(curs), "states": len({c.snapshot_id for c in curs}),
+                "current": bool(curs) and curs[0].exact_current}
+
+
+NOT_LOOKED_AT = {"members": 0, "read": 0, "states": 0, "current": False}
+
+
+def plan(home: Home, items: list[MemoryInput], scope: Scope, *, max_citations: int | None = None,
+         max_repositories: int | None = None) -> Plan:
+    """Bound, check and route the citations of ``items`` (in their order).
+
+    Citations beyond ``max_citations``, or of a repository beyond the first
+    ``max_repositories``, cost nothing: their repositories are not even read. Only members
+    that some citation routes to (and, for memories without citations, the first member)
+    are read."""
+    receipts: dict[str, Receipt] = {}
+    checked: list[tuple[Receipt, bool, bool]] = []  # (receipt, well formed, within the bounds)
+    invalid: list[tuple[str, str]] = []
+    limited: list[str] = []
+    admitted: set[str] = set()  # repository ids of the citations within the bounds
+    validated = 0
+    for it in items:
+        for r in it.receipts:
+            if r.id in receipts:
+                continue
+            receipts[r.id] = r
+            ok = decisions.well_formed(r)
+            within = ok and decisions.within_bounds(
+                citations=validated, repositories=len(admitted), new_repository=r.repository_id not in admitted,
+                max_citations=max_citations, max_repositories=max_repositories)
+            if not ok:
+                invalid.append((it.memory_id, r.id))
+            elif within:
+                validated += 1
+                admitted.add(r.repository_id)
+            else:
+                limited.append(r.id)
+            checked.append((r, ok, within))
+
+    need_legacy = any(not it.receipts and it.source_commit for it in items)
+    to_read = [p for p, rid in scope.paths if rid is None or rid in admitted]
+    if need_legacy and scope.paths:
+        to_read.insert(0, scope.paths[0][0])
+    scope.read(home, to_read)
+    routes: dict[str, _Route] = {}
+    for p, rid in scope.paths:
+        m = scope.members.get(p)
+        actual = m.cur.identity.repository_id if m is not None and m.cur is not None else rid
+        if actual in admitted:  # every member of an admitted id was read (above)
+            assert m is not None
+            routes.setdefault(actual, _Route([])).members.append(m)
+
+    decided: dict[str, Observation] = {}
+    groups: dict[str, Group] = {}
+    facts = {rid: route.facts() for rid, route in routes.items()}
+    for r, ok, within in checked:
+        f = facts.get(r.repository_id, NOT_LOOKED_AT) if within else NOT_LOOKED_AT
+        o = decisions.before_anything(r, well_formed=ok, within_bounds=within, **f)
+        if o is not None:
+            decided[r.id] = o
+        else:
+            groups.setdefault(r.repository_id, Group(routes[r.repository_id].read)).receipts.append(r)
+    legacy = scope.members.get(scope.paths[0][0]) if need_legacy and scope.paths else None
+    return Plan(items, scope, receipts, decided, groups, limited, invalid, validated, len(admitted), legacy)
+
+
+# --- run --------------------------------------------------------------------------------------
+
+
+class _LockedCache:
+    """Serialises cache access: one store connection may be shared by the repository threads."""
+
+    def __init__(self, inner: ObservationCache) -> None:
+        self.inner = inner
+        self.lock = threading.Lock()
+
+    def get_many(self, snapshot_id: str, citation_ids: list[str]) -> dict[str, Observation]:
+        with self.lock:
+            return self.inner.get_many(snapshot_id, citation_ids)
+
+    def put_many(self, snapshot_id: str, observations: list[Observation]) -> None:
+        with self.lock:
+            self.inner.put_many(snapshot_id, observations)
+
+
+def run(plan: Plan, *, cache: ObservationCache | None = None) -> dict[str, Observation]:
+    """Every citation's observation: the plan's, and per repository group (at most 4 at
+    once) the exact-current snapshot's, re-checked with ``moved`` afterwards."""
+    obs = dict(plan.decided)
+    locked = _LockedCache(cache) if cache is not None else None
+    source = plan.scope.source
+    groups = list(plan.groups.values())
+    if len(groups) <= 1:
+        results = [_run_group(g, source, locked) for g in groups]
+    else:
+        with ThreadPoolExecutor(min(MAX_REPO_CONCURRENCY, len(groups))) as pool:
+            results = list(pool.map(lambda g: _run_group(g, source, locked), groups))
+    for res in results:
+        obs.update(res)
+    return obs
+
+
+def _run_group(g: Group, source: StateSource, cache: ObservationCache | None) -> dict[str, Observation]:
+    cur, rs = g.cur, g.receipts
+    cached = cache.get_many(cur.snapshot_id, [r.id for r in rs]) if cache is not None else {}
+    out: dict[str, Observation] = dict(cached)
+    fresh: list[Observation] = []
+    todo = [r for r in rs if r.id not in cached]
+    if todo:
+        try:
+            with Snapshot.open(cur.store, cur.snapshot_id, cur.repo) as snap:
+                ev = SnapshotEvidence.gather(snap, todo)
+                extractor = snap.entry.get("extractor_version", EXTRACTOR_VERSION)
+                for r in todo:
+                    o = decide(r, ev, cur, extractor)
+                    out[r.id] = o
+                    fresh.append(o)
+        except CitegraphError as err:
+            damaged = isinstance(err, DamagedSnapshot)
+            return {r.id: decisions.snapshot_unreadable(r, damaged=damaged) for r in rs}
+    moved = any(source.moved(m.cur) for m in g.members if m.cur is not None)
+    final = decisions.after_run([out[r.id] for r in rs], moved=moved)
+    if cache is not None and fresh and not moved:  # a racing answer is never cached
+        cache.put_many(cur.snapshot_id, fresh)
+    return {o.citation_id: o for o in final}
+
+
+def decide(r: Receipt, ev: SnapshotEvidence, cur: CurrentState, snapshot_extractor: str) -> Observation:
+    """One citation against the snapshot: the extractor row, then its kind's table."""
+    again = reextract_fragment(cur.repo, r) if decisions.needs_reextraction(r, snapshot_extractor) else None
+    gate = decisions.extractor_gate(r, snapshot_extractor=snapshot_extractor, reextracted_fragment=again)
+    if gate is not None:
+        return gate
+    if r.kind == "file":
+        return decisions.decide_file(r, ev.file_evidence(r))
+    if r.kind == "span":
+        return decisions.decide_span(r, ev.span_evidence(r, cur.repo, cur.head))
+    return decisions.decide_symbol(r, ev.symbol_evidence(r))
+
+
+# --- aggregate ----------------------------------------------------------------------------------
+
+
+@dataclass
+class ValidationReport:
+    verdicts: list[MemoryVerdict]
+    receipts: dict[str, Receipt] = field(default_factory=dict)
+    limited: list[str] = field(default_factory=list)  # citation ids not validated (a bound)
+    limited_memories: list[str] = field(default_factory=list)
+    validated: int = 0  # citations within the bounds
+    repositories: int = 0  # distinct repositories among them
+    invalid: list[tuple[str, str]] = field(default_factory=list)  # (memory id, citation id)
+
+    def summary(self) -> dict[str, int]:
+        counts = dict.fromkeys(OUTCOMES, 0)
+        for v in self.verdicts:
+            for o in v.observations:
+                counts[o.outcome] += 1
+        return counts
+
+    def to_json(self) -> dict[str, Any]:
+        return {"memories": [self.memory_json(v) for v in self.verdicts], "summary": self.summary()}
+
+    def memory_json(self, v: MemoryVerdict) -> dict[str, Any]:
+        cites = []
+        for o in v.observations:
+            r = self.receipts[o.citation_id]
+            cites.append({"id": r.id, "ref": r.ref, "kind": r.kind, "path": r.path, "handle": r.handle,
+                          "outcome": o.outcome, "reason": o.reason,
+                          "observed": o.observed.to_dict() if o.observed else None,
+                          "dirty": r.dirty})
+        out = {"id": v.memory_id, "freshness": v.freshness, "status": v.status, "reason": v.reason,
+               "citations": cites}
+        if v.warnings:
+            out["warnings"] = v.warnings
+        return out
+
+
+def aggregate(plan: Plan, observations: dict[str, Observation]) -> ValidationReport:
+    """SPEC §6.5 per memory, in the plan's order."""
+    verdicts = []
+    limited = set(plan.limited)
+    limited_memories = []
+    for it in plan.items:
+        if not it.receipts:
+            verdicts.append(legacy_verdict(it, plan.legacy))
+            continue
+        verdicts.append(memory_verdict(it.memory_id, [observations[r.id] for r in it.receipts]))
+        if any(r.id in limited for r in it.receipts):
+            limited_memories.append(it.memory_id)
+    return ValidationReport(verdicts, plan.receipts, plan.limited, limited_memories, plan.validated,
+                            plan.repositories, plan.invalid)
+
+
+def memory_verdict(memory_id: str, observations: list[Observation]) -> MemoryVerdict:
+    """One memory with citations: freshness, precise status, reason, stale-link warnings."""
+    outcomes = [o.outcome for o in observations]
+    v = MemoryVerdict(memory_id, decisions.freshness(outcomes), decisions.precise_status(outcomes),
+                      reason=decisions.memory_reason(observations), observations=list(observations))
+    for o in observations:
+        if o.outcome == "relocated" and o.observed:
+            loc = o.observed.path + (f"#L{o.observed.start_line}-L{o.observed.end_line}"
+                                     if o.observed.start_line else "")
+            v.warnings.append(f"stale-link: {o.citation_id} now at {loc}")
+    return v
+
+
+def legacy_verdict(it: MemoryInput, member: ScopeMember | None) -> MemoryVerdict:
+    """SPEC §6.5: no citations — judged by source_commit against the scope's first member."""
+    cur = member.cur if member is not None else None
+    if cur is None:  # no repository to judge it against: no basis
+        fresh, reason = decisions.legacy_freshness(None, is_head=False, worktree_clean=False, exists=False,
+                                                   is_ancestor=False)
+        return MemoryVerdict(it.memory_id, fresh, None, reason=reason)
+    repo = cur.repo
+    exists, sha = False, ""
+    if it.source_commit:
+        try:
+            exists = isinstance(repo.get(it.source_commit) or repo.revparse_single(it.source_commit),
+                                pygit2.Object)
+            sha = str(repo.revparse_single(it.source_commit).peel(pygit2.Commit).id)
+        except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
+            exists, sha = False, ""
+    is_head = exists and sha == cur.head
+    ancestor = False
+    behind = None
+    if exists and not is_head:
+        try:
+            ancestor = repo.descendant_of(cur.head, sha)
+            if ancestor:
+                behind, _ = repo.ahead_behind(cur.head, sha)
+        except (KeyError, ValueError, pygit2.GitError):
+            ancestor = False
+    fresh, reason = decisions.legacy_freshness(it.source_commit, is_head=is_head, worktree_clean=not cur.dirty,
+                                               exists=exists, is_ancestor=ancestor)
+    v = MemoryVerdict(it.memory_id, fresh, None, reason=reason)
+    if behind is not None:
+        v.warnings.append(f"source commit is {behind} commit(s) behind HEAD")
+    return v
+
+
+def validate(home: Home, items: list[MemoryInput], scope: Scope, *, cache: ObservationCache | None = None,
+             max_citations: int | None = None, max_repositories: int | None = None) -> ValidationReport:
+    """plan → run → aggregate: every citation of ``items`` against the scope's exact-current
+    snapshots."""
+    p = plan(home, items, scope, max_citations=max_citations, max_repositories=max_repositories)
+    return aggregate(p, run(p, cache=cache))
