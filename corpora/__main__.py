@@ -33,7 +33,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             done[0] += 1
             print(f"\r{done[0]}/{len(cases)} {r.case:<50}", end="", file=sys.stderr, flush=True)
 
-    results = run_cases(cases, jobs=args.jobs, keep=args.keep, on_done=progress)
+    results = run_cases(cases, jobs=args.jobs, keep=args.keep, on_done=progress, service=args.service)
     if progress:
         print("\r" + " " * 60 + "\r", end="", file=sys.stderr)
     seconds = time.perf_counter() - t0
@@ -98,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--verbose", action="store_true", help="list every failing item of a gate")
     run.add_argument("--timings", action="store_true", help="print the slowest cases")
     run.add_argument("--keep", action="store_true", help="keep the temporary directories (debugging)")
+    run.add_argument("--service", action="store_true",
+                     help="read every repository through a resident service (its watcher and fence) instead "
+                          "of a one-shot scan; labels and gates are the same")
     lst = sub.add_parser("list", help="list the cases")
     lst.add_argument("--category", action="append", choices=CATEGORIES)
     show = sub.add_parser("show", help="print a case's files with line numbers and symbols")

@@ -187,32 +187,51 @@ class MemInfo:
     aliases: dict[str, str] = field(default_factory=dict)  # dropped ref -> its stored twin (as written)
 
 
-class RaceSource(ScanSource):
-    """The one-shot state source, except that the first ``moved`` check (capture's or
-    validation's racing re-check) first runs the case's ``race`` steps: the change lands
-    exactly between the work and its re-check. Every other check waits for the steps."""
+class RaceSource:
+    """A state source (the one-shot scan, or the resident service's) whose first ``moved``
+    check (capture's or validation's racing re-check) first runs the case's ``race`` steps:
+    the change lands exactly between the work and its re-check. Every other check waits
+    for the steps."""
 
-    def __init__(self, steps: Callable[[], None]) -> None:
+    def __init__(self, steps: Callable[[], None], inner: Any = None) -> None:
         self.steps = steps
+        self.inner = inner or ScanSource()
         self.raced = False
         self._lock = threading.Lock()
+
+    def read(self, repo_path: Any, home: Home, at: str | None = None) -> CurrentState:
+        return self.inner.read(repo_path, home, at)
 
     def moved(self, cur: CurrentState) -> bool:
         with self._lock:
             if not self.raced:
                 self.raced = True
                 self.steps()
-        return super().moved(cur)
+        return self.inner.moved(cur)
 
 
 # --- one case ---------------------------------------------------------------------------------
 
 
 class CaseRun:
-    def __init__(self, case: Case, workdir: Path) -> None:
+    """One case. With ``service``, every capture and validation reads the repositories
+    through a resident service of the case's home (its watcher, its cookie fence) instead
+    of scanning them; the service builds nothing by itself (``auto_build=False``), so the
+    case's ``index`` steps still decide what is exact-current and the labels hold as
+    written."""
+
+    def __init__(self, case: Case, workdir: Path, service: bool = False) -> None:
         self.case = case
         self.workdir = workdir
         self.home = Home.open(workdir / "home")
+        self.service = None
+        self.source: Any = ScanSource()
+        if service:
+            from citegraph.server.service import Service
+
+            self.service = Service(self.home, auto_build=False, pool_context="fork")
+            self.service.start()
+            self.source = self.service.source(wait_s=0.0)
         self.repos: dict[str, Git] = {}
         self.mems: dict[str, MemInfo] = {}
         self.indexed: set[tuple] = set()
@@ -266,6 +285,8 @@ class CaseRun:
             self.result.error = detail
         finally:
             self.patch.restore()
+            if self.service is not None:
+                self.service.close()
         self.result.seconds = time.perf_counter() - t0
         return self.result
 
@@ -481,7 +502,7 @@ class CaseRun:
         written = list(s.get("refs", []))
         actual = [self.resolve_ref(r, name) for r in written]
         race = s.get("race")
-        source = RaceSource(lambda: self.run_steps(race)) if race else None
+        source = RaceSource(lambda: self.run_steps(race), self.source) if race else self.source
         want_error = s.get("expect_error")
         try:
             out = remember(self.home, s.get("text", f"memory {mem} of {self.case.name}"), repo=g.root,
@@ -571,7 +592,7 @@ class CaseRun:
         at_sha = self.repos[scope[0]].rev(s["at"]) if "at" in s else None
         before = {n: self.state_key(n) for n in scope}
         race = s.get("race")
-        source = RaceSource(lambda: self.run_steps(race)) if race else None
+        source = RaceSource(lambda: self.run_steps(race), self.source) if race else self.source
         ids = {memory_id_for(PROJECT, n): n for n in names}
         report = validate_memories(self.home, memory_ids=list(ids), repo_paths=paths, at=at_sha,
                                    source=source)
@@ -658,7 +679,8 @@ class CaseRun:
             ranks = self.recall_parity(ms)
         ok = {mid: mid in listed and v is not None and ranks.get(mid, True) for mid, v in legacy.items()}
         if batch and legacy:
-            alone = validate_memories(self.home, memory_ids=list(legacy), repo_paths=paths, at=at_sha)
+            alone = validate_memories(self.home, memory_ids=list(legacy), repo_paths=paths, at=at_sha,
+                                      source=self.source)
             got = {x.memory_id: (x.freshness, x.reason) for x in alone.verdicts}
             for mid, v in legacy.items():
                 ok[mid] = ok[mid] and got.get(mid) == (v.freshness, v.reason)
@@ -766,21 +788,21 @@ def _tempdir(keep: bool) -> Iterator[Path]:
             shutil.rmtree(d, ignore_errors=True)
 
 
-def run_case(case: Case, keep: bool = False) -> CaseResult:
+def run_case(case: Case, keep: bool = False, service: bool = False) -> CaseResult:
     with _tempdir(keep) as d:
-        res = CaseRun(case, d).run()
+        res = CaseRun(case, d, service).run()
         if keep:
             res.checks.append(CheckRecord(case.name, case.category, "workdir", True, str(d)))
         return res
 
 
 def run_cases(cases: list[Case], jobs: int = 1, keep: bool = False,
-              on_done: Callable[[CaseResult], None] | None = None) -> list[CaseResult]:
+              on_done: Callable[[CaseResult], None] | None = None, service: bool = False) -> list[CaseResult]:
     """Run cases (in a small process pool when jobs > 1); results in case order."""
     if jobs <= 1 or len(cases) <= 1:
         out = []
         for c in cases:
-            r = run_case(c, keep)
+            r = run_case(c, keep, service)
             if on_done:
                 on_done(r)
             out.append(r)
@@ -790,7 +812,7 @@ def run_cases(cases: list[Case], jobs: int = 1, keep: bool = False,
 
     results: dict[str, CaseResult] = {}
     with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as pool:
-        futs = {pool.submit(run_case, c, keep): c for c in cases}
+        futs = {pool.submit(run_case, c, keep, service): c for c in cases}
         for f in as_completed(futs):
             r = f.result()
             results[r.case] = r

@@ -48,7 +48,16 @@ class LiveSource:
             assert self.fallback is not None
             return self.fallback.read(repo_path, home, at)  # type: ignore[attr-defined]
         live = self.lookup(os.fspath(repo_path))
-        view = live.sync()
+        try:
+            view = live.sync()
+        except SyncFailed:
+            # The watcher cannot vouch for the state (dead, restarting, stalled): read it
+            # by a scan so the caller learns what there is, but mark the read raced, so
+            # every observation of it is unknown/racing and a capture is refused.
+            assert self.fallback is not None
+            cur = self.fallback.read(live.root, home)  # type: ignore[attr-defined]
+            cur.fence = ("sync-failed",)
+            return cur
         cur = current_for_state(live.root, home, view.state, view.token)
         if not cur.exact_current and self.wait_ready is not None and self.wait_s > 0:
             self.wait_ready(live, view, self.wait_s)
@@ -56,6 +65,8 @@ class LiveSource:
         return cur
 
     def moved(self, cur: CurrentState) -> bool:
+        if cur.fence == ("sync-failed",):
+            return True
         if not (isinstance(cur.fence, tuple) and cur.fence and cur.fence[0] == "live"):
             assert self.fallback is not None
             return self.fallback.moved(cur)  # type: ignore[attr-defined]

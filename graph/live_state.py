@@ -32,6 +32,7 @@ from citegraph.indexer.tree_watch import (
     COOKIE_PREFIX,
     Batch,
     TreeWatcher,
+    WatchError,
     remove_cookie,
     write_cookie,
 )
@@ -108,14 +109,24 @@ class LiveRepo:
         if self.commondir != self.gitdir:
             git_dirs.append((self.commondir, False, ""))
         git_dirs += [(self.commondir / "refs", True, "refs/"), (self.commondir / "info", False, "info/")]
-        w = TreeWatcher(self.root, git_dirs, self._on_batch, skip_dir=self._skip_dir,
-                        exclude_abs=self.exclude_abs)
         with self.lock:
             self.generation += 1
             self.need_full = True
-            self.watcher = w
-            self.watch_error = None
-        w.start()
+        try:
+            w = TreeWatcher(self.root, git_dirs, self._on_batch, skip_dir=self._skip_dir,
+                            exclude_abs=self.exclude_abs)
+            with self.lock:
+                self.watcher = w
+                self.watch_error = None
+            w.start()
+        except (WatchError, OSError) as exc:
+            with self.lock:
+                self.watch_error = str(exc)
+            if self.watcher is not None:
+                self.watcher.close()
+            raise CitegraphError(f"{self.root}: cannot watch this worktree ({exc})",
+                                 "raise fs.inotify.max_user_watches, or use --no-service", code=3,
+                                 kind="not-watchable") from exc
 
     def close(self) -> None:
         if self.watcher is not None:

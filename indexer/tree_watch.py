@@ -248,10 +248,9 @@ class TreeWatcher:
             if mask & F.ISDIR:
                 if mask & (F.CREATE | F.MOVED_TO):
                     b.subtrees.add(rel)
-                    try:
-                        self._add_tree(rel, b)
-                    except WatchError:
-                        b.overflow = True
+                    # A WatchError (the watch limit) ends this watcher: a directory it cannot
+                    # watch would change unseen, so the watch as a whole is lost.
+                    self._add_tree(rel, b)
                 elif mask & (F.DELETE | F.MOVED_FROM):
                     b.subtrees.add(rel)
                     self._drop_tree(rel)

@@ -66,8 +66,7 @@ def _resolve_source_commit(repo: str | os.PathLike[str], rev: str | None) -> str
 def select_memories(ms: MemoryStore, memory_ids: list[str] | None = None, project: str | None = None,
                     include_archived: bool = False) -> list[Memory]:
     if memory_ids:
-        mems = [ms.require(m) for m in memory_ids]
-        return [m for m in mems if project is None or m.project == project]
+        return [m for m in ms.require_many(memory_ids) if project is None or m.project == project]
     where, params = ["TRUE"], []
     if not include_archived:
         where.append("status = 'active'")

@@ -87,7 +87,7 @@ def check_text(text: str) -> str:
     if "\0" in text:
         raise CitegraphError("memory text holds a NUL character", "remove it", code=2, kind="invalid-text")
     if size > MAX_TEXT_BYTES:
-        raise CitegraphError(f"memory text is {size} bytes, more than the limit of {MAX_TEXT_BYTES} bytes",
+        raise CitegraphError(f"memory text is too long: {size} bytes, more than the limit of {MAX_TEXT_BYTES} bytes",
                              "state the claim shortly and cite the code that backs it", code=2,
                              kind="text-too-large")
     return text
@@ -188,6 +188,12 @@ class MemoryStore:
         finally:
             if want_rw:
                 gate.writer.release()
+
+    @staticmethod
+    def keep_open_between_calls(seconds: float) -> None:
+        """For a long-running process (the service): keep this process's connection to a
+        store for ``seconds`` after its last call (see _Gate)."""
+        _Gate.linger_s = max(0.0, float(seconds))
 
     @classmethod
     def _connect(cls, home: Home, read_write: bool, deadline: float) -> duckdb.DuckDBPyConnection:
@@ -349,6 +355,16 @@ class MemoryStore:
             raise CitegraphError(f"no memory {memory_id}", "list memories with citegraph list", code=2)
         return mem
 
+    def require_many(self, memory_ids: list[str]) -> list[Memory]:
+        """The memories of ``memory_ids`` in that order (duplicates once), in one query;
+        an unknown id is an error naming it."""
+        wanted = list(dict.fromkeys(memory_ids))
+        found = {m.id: m for m in self.load(where="list_contains(?::VARCHAR[], id)", params=[wanted])}
+        for mid in wanted:
+            if mid not in found:
+                raise CitegraphError(f"no memory {mid}", "list memories with citegraph list", code=2)
+        return [found[mid] for mid in wanted]
+
     def get(self, memory_id: str) -> Memory | None:
         mems = self.load(where="id = ?", params=[memory_id])
         if not mems and not memory_id.startswith("cgm_"):
@@ -428,7 +444,14 @@ class MemoryStore:
 
 
 class _Gate:
-    """This process's one connection to one memory-store file (see MemoryStore.open)."""
+    """This process's one connection to one memory-store file (see MemoryStore.open).
+
+    With ``linger_s`` > 0 (a long-running process that answers many calls: the service)
+    the connection is opened read-write and kept for that long after the last call, so a
+    stream of calls pays the connect and schema check once; other processes wait at most
+    that long after the stream ends (their busy-retry covers it)."""
+
+    linger_s = 0.0  # set for the whole process by MemoryStore.keep_open_between_calls
 
     def __init__(self) -> None:
         self.cond = threading.Condition()
@@ -436,6 +459,7 @@ class _Gate:
         self.con: duckdb.DuckDBPyConnection | None = None
         self.read_write = False
         self.users = 0
+        self.epoch = 0  # moves with every use: an idle timer of an earlier epoch does nothing
 
     def enter(self, want_rw: bool, deadline: float,
               connect: Callable[[bool], duckdb.DuckDBPyConnection]) -> duckdb.DuckDBPyConnection:
@@ -447,19 +471,36 @@ class _Gate:
                                          "retry in a moment", code=1, retryable=True, kind="busy")
                 self.cond.wait(min(left, 0.05))
             if self.con is None:
-                self.con = connect(want_rw)
-                self.read_write = want_rw
+                rw = want_rw or _Gate.linger_s > 0
+                self.con = connect(rw)
+                self.read_write = rw
             self.users += 1
+            self.epoch += 1
             return self.con.cursor()
 
     def leave(self) -> None:
         with self.cond:
             self.users -= 1
             if self.users == 0 and self.con is not None:
-                self.con.close()
-                self.con = None
-                self.read_write = False
+                if _Gate.linger_s > 0:
+                    t = threading.Timer(_Gate.linger_s, self._idle_close, args=(self.epoch,))
+                    t.daemon = True
+                    t.start()
+                else:
+                    self._close()
             self.cond.notify_all()
+
+    def _idle_close(self, epoch: int) -> None:
+        with self.cond:
+            if self.users == 0 and self.epoch == epoch and self.con is not None:
+                self._close()
+                self.cond.notify_all()
+
+    def _close(self) -> None:
+        assert self.con is not None
+        self.con.close()
+        self.con = None
+        self.read_write = False
 
 
 _GATES: dict[str, _Gate] = {}

@@ -52,8 +52,8 @@ def call(home: Home, op: str, args: dict[str, Any], *, timeout_s: float = ANSWER
     try:
         return exchange(s, rec, op, args, timeout_s)
     except CitegraphError as err:
-        if read_only and err.kind == "service-lost":
-            return None
+        if err.kind == "not-watchable" or (read_only and err.kind == "service-lost"):
+            return None  # the service cannot vouch for this repository: the one-shot path
         raise
     finally:
         s.close()

@@ -141,6 +141,13 @@ def _type_name(value: Any) -> str:
 
 
 def _check_string(tool: str, what: str, value: str, name: str) -> None:
+    if name == "text" and len(value) > max_text_bytes():
+        from citegraph.memory.store import check_text
+
+        try:
+            check_text(value)
+        except CitegraphError as err:  # the memory-text limit: the very line the CLI gives
+            raise _invalid(err.what, err.todo) from None
     limit_bytes = max_text_bytes() if name in TEXT_ARGS else None
     limit = limit_bytes if limit_bytes is not None else MAX_STRING_CHARS
     if len(value) > limit:  # a character is at least one byte: no need to encode

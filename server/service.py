@@ -38,6 +38,7 @@ from citegraph.server.locator import read_record, service_dir, socket_path
 
 DEFAULT_DEBOUNCE_MS = 20
 SUPERVISE_S = 0.5
+STORE_LINGER_S = 0.25  # the memory store stays open this long after a request (see memory.store)
 PROTOCOL = 1
 MAX_REQUEST_BYTES = 32 << 20
 
@@ -318,6 +319,9 @@ class Service:
     def start(self, builder_thread: bool = True) -> None:
         """Start the supervisor (and the builder thread, unless the caller runs
         ``run_builds`` itself in the main thread)."""
+        from citegraph.memory.store import MemoryStore
+
+        MemoryStore.keep_open_between_calls(STORE_LINGER_S)
         targets = [(self._supervise, "citegraph-supervisor")]
         if builder_thread:
             targets.append((self._builder, "citegraph-builder"))
@@ -425,18 +429,22 @@ class Endpoint:
         self.thread.start()
 
     def close(self) -> None:
+        """Stop answering and remove what this endpoint created (nothing, if it never got
+        the lock: another service's socket and record stay untouched)."""
+        if self._lock_fd is None:
+            return
         if self.server is not None:
             self.server.shutdown()
             self.server.server_close()
+            self.server = None
         with contextlib.suppress(OSError):
             rec = json.loads((self.dir / "service.json").read_text())
             if rec.get("pid") == os.getpid():
                 (self.dir / "service.json").unlink()
         with contextlib.suppress(OSError):
             self.path.unlink()
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        os.close(self._lock_fd)
+        self._lock_fd = None
 
     def _serve_connection(self, h: socketserver.StreamRequestHandler) -> None:
         uid = _peer_uid(h.connection)

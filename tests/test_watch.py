@@ -243,50 +243,64 @@ def test_not_a_repository_is_one_line(tmp_path, run_cli):
     assert res.returncode == 3 and res.stderr.count("\n") == 1 and "not a git repository" in res.stderr
 
 
-def test_event_filter(repo, tmp_path):
-    repo.write(".gitignore", "build/\n")
+def test_what_moves_the_state(repo, tmp_path):
+    """Object churn, lock files, ignored directories and the data home (inside the worktree)
+    move nothing; a source edit, an untracked file and a commit do. Two paths of one
+    worktree are watched once."""
+    from citegraph.graph.live_state import LiveRepo
+    from citegraph.server.service import Service
+
+    repo.write(".gitignore", "build/\n.cg-home/\n")
     repo.write("src/a.py", py("a"))
     repo.commit("c1")
-    home = Home.open(repo.root / ".cg-home")  # a data home inside the worktree
-    from citegraph.server.watcher import Watcher
+    home = Home.open(repo.root / ".cg-home")
+    live = LiveRepo(repo.root, exclude_abs=(str(home.root),))
+    try:
+        v = live.sync().version
+        for quiet in (lambda: (repo.root / "build").mkdir(), lambda: (repo.root / "build" / "out.o").write_text("o"),
+                      lambda: (home.root / "repos" / "x.json").write_text("{}"),
+                      lambda: repo.git("gc", "-q"), lambda: (repo.root / ".git" / "index.lock").write_text("")):
+            quiet()
+            assert live.sync().version == v
+        (repo.root / ".git" / "index.lock").unlink()
+        for loud in (lambda: repo.write("src/a.py", py("a", 2)), lambda: repo.write("src/new dir/ü.py", py("u")),
+                     lambda: repo.commit("c2")):
+            loud()
+            nv = live.sync().version
+            assert nv > v
+            v = nv
+    finally:
+        live.close()
+    svc = Service(home)
+    try:
+        assert svc.register(repo.root / "src") is svc.register(repo.root)
+    finally:
+        svc.close()
 
-    w = Watcher([str(repo.root / "src")], home, excludes=("gen/*",))
-    assert len(w.repos) == 1
-    r = w.repos[0]
-    root = str(r.root)
 
-    def rel(p: str) -> bool:
-        return w._relevant(r, os.path.join(root, p))
+def test_linked_worktree(repo, home, tmp_path):
+    """A linked worktree's state follows its own HEAD and index (in its own git directory)
+    and the shared refs; the main worktree's commits do not move it."""
+    from citegraph.graph.live_state import LiveRepo
 
-    for p in (".git/HEAD", ".git/index", ".git/refs/heads/main", ".git/refs/heads/feature/x",
-              ".git/packed-refs", "src/a.py", "src/new dir/ü.py", ".gitignore", ".citegraph.toml"):
-        assert rel(p), p
-    for p in (".git/objects/ab/cdef", ".git/index.lock", ".git/refs/heads/main.lock", ".git/logs/HEAD",
-              ".git/COMMIT_EDITMSG", ".git/FETCH_HEAD", "node_modules", "node_modules/x/index.js",
-              "web/node_modules/y.js", "gen", "gen/out.py", "build/out.o", ".cg-home/repos/x/catalog/y.json",
-              "app.min.js"):
-        assert not rel(p), p
-    # Two paths of one worktree are watched once.
-    assert len(Watcher([str(repo.root), str(repo.root / "src")], home).repos) == 1
-
-
-def test_event_filter_linked_worktree(repo, home, tmp_path):
     repo.write("src/a.py", py("a"))
     repo.commit("c1")
     wt = tmp_path / "linked"
     repo.git("worktree", "add", "-q", "-b", "feature", str(wt))
-    from citegraph.server.watcher import Watcher
-
-    w = Watcher([str(wt)], home)
-    r = w.repos[0]
-    common = str(r.commondir)
-    assert r.gitdir != r.commondir and str(r.gitdir).startswith(common)
-    assert w._relevant(r, os.path.join(str(r.gitdir), "HEAD"))  # this worktree's HEAD and index
-    assert w._relevant(r, os.path.join(str(r.gitdir), "index"))
-    assert w._relevant(r, os.path.join(common, "refs/heads/feature"))  # shared refs
-    assert not w._relevant(r, os.path.join(common, "HEAD"))  # the main worktree's HEAD
-    assert not w._relevant(r, os.path.join(common, "index"))
-    assert not w._relevant(r, os.path.join(common, "objects/ab/cd"))
-    assert w._relevant(r, os.path.join(str(r.root), "src/a.py"))
-    assert not w._relevant(r, os.path.join(str(r.root), ".git"))  # the .git file
-    assert {str(p) for p in r.watch_paths()} == {str(r.root), common}
+    live = LiveRepo(wt)
+    try:
+        assert live.gitdir != live.commondir and str(live.gitdir).startswith(str(live.commondir))
+        v0 = live.sync()
+        repo.write("src/b.py", py("b"))
+        repo.commit("main moves on")  # the main worktree's HEAD: not ours
+        assert live.sync().state.head == v0.state.head
+        (wt / "src" / "a.py").write_text(py("a", 3))
+        v1 = live.sync()
+        assert v1.state.dirty and v1.state.head == v0.state.head
+        subprocess.run(["git", "commit", "-qam", "feature commit"], cwd=wt, check=True,
+                       env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+                            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"})
+        v2 = live.sync()
+        assert not v2.state.dirty and v2.state.head != v0.state.head
+    finally:
+        live.close()

@@ -1,0 +1,187 @@
+"""The resident service as a real process (SPEC §17): reads go through its socket, an
+edit is captured with no `citegraph index`, every git operation reaches exact-current,
+`kill -9` of the service leaves the CLI working (one-shot) and a new service starts
+cleanly, one service per data home, owner-only socket."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+
+import pytest
+
+from citegraph.indexer.tree_watch import AVAILABLE
+from citegraph.server import client
+from citegraph.server.locator import read_record, service_dir
+
+pytestmark = pytest.mark.skipif(not AVAILABLE, reason="inotify (Linux) only")
+TIMEOUT = 60
+
+
+class ServeProc:
+    def __init__(self, home, log_path, *paths: str) -> None:
+        self.home = home
+        self.log_path = log_path
+        self.fh = open(log_path, "w")
+        env = {**os.environ, "CITEGRAPH_HOME": str(home.root)}
+        self.p = subprocess.Popen([sys.executable, "-m", "citegraph.cli.main", "serve", "--debounce-ms", "10",
+                                   *paths], env=env, stdout=subprocess.DEVNULL, stderr=self.fh)
+        deadline = time.monotonic() + TIMEOUT
+        while client.call(home, "ping", {}) is None:
+            assert self.p.poll() is None, log_path.read_text()
+            assert time.monotonic() < deadline, "the service did not come up"
+            time.sleep(0.05)
+
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.p.poll() is None:
+            self.p.send_signal(sig)
+            try:
+                self.p.wait(TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+        self.fh.close()
+        return self.p.returncode
+
+
+@pytest.fixture
+def serve(home, tmp_path):
+    started: list[ServeProc] = []
+
+    def start(*paths: str) -> ServeProc:
+        s = ServeProc(home, tmp_path / f"serve{len(started)}.log", *paths)
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        s.stop(signal.SIGKILL)
+
+
+def js(proc: subprocess.CompletedProcess) -> dict:
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    return json.loads(proc.stdout)
+
+
+def wait_exact(run_cli, root, head: str, dirty: bool) -> dict:
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        st = js(run_cli("status", "--json", str(root), timeout=TIMEOUT))
+        if st["exact_current"] and st["head"] == head and st["dirty"] == dirty:
+            return st
+        assert time.monotonic() < deadline, st
+        time.sleep(0.05)
+
+
+PY = "def f():\n    return 1\n"
+
+
+def test_an_edit_is_captured_with_no_index(repo, home, run_cli, serve):
+    repo.write("a.py", PY)
+    c1 = repo.commit("c1")
+    serve(str(repo.root))
+    st = wait_exact(run_cli, repo.root, c1, False)
+    assert st["service"]["used"] is True
+    repo.write("a.py", PY + "\n\ndef g():\n    return 2\n")  # no index, no wait
+    mem = js(run_cli("remember", "--text", "g returns two", "--repo", str(repo.root), "--code-ref", "a.py::g",
+                     "--json", timeout=TIMEOUT))
+    assert [(c["ref"], c["dirty"]) for c in mem["citations"]] == [("a.py::g", True)]
+    # validate through the service equals the one-shot answer for the same state
+    via = js(run_cli("validate", "--format", "json", "--repo", str(repo.root), timeout=TIMEOUT))
+    one = js(run_cli("validate", "--format", "json", "--repo", str(repo.root), "--no-service", timeout=TIMEOUT))
+    assert via == one and via["memories"][0]["freshness"] == "fresh"
+    assert js(run_cli("status", "--json", "--no-service", str(repo.root)))["service"]["used"] is False
+
+
+def test_git_operations_reach_exact_current(repo, home, run_cli, serve):
+    repo.write("a.py", PY)
+    repo.write("b.py", "def b():\n    return 2\n")
+    c1 = repo.commit("c1")
+    serve(str(repo.root))
+    wait_exact(run_cli, repo.root, c1, False)
+    repo.write("a.py", "def f():\n    return 3\n")
+    c2 = repo.commit("c2")  # a commit
+    wait_exact(run_cli, repo.root, c2, False)
+    repo.git("checkout", "-q", "-b", "feature")  # a branch, a commit on it
+    repo.write("c.py", "def c():\n    return 4\n")
+    c3 = repo.commit("c3")
+    wait_exact(run_cli, repo.root, c3, False)
+    repo.git("checkout", "-q", "main")  # a branch switch
+    wait_exact(run_cli, repo.root, c2, False)
+    repo.write("a.py", "def f():\n    return 9\n")
+    wait_exact(run_cli, repo.root, c2, True)  # an edit: the overlay
+    repo.git("stash", "-q")  # stash
+    wait_exact(run_cli, repo.root, c2, False)
+    repo.git("stash", "pop", "-q")
+    wait_exact(run_cli, repo.root, c2, True)
+    repo.git("reset", "-q", "--hard", c1)  # reset --hard to an older commit
+    wait_exact(run_cli, repo.root, c1, False)
+    repo.git("checkout", "-q", c3)  # detached HEAD
+    wait_exact(run_cli, repo.root, c3, False)
+
+
+def test_kill9_of_the_service(repo, home, run_cli, serve):
+    repo.write("a.py", PY)
+    c1 = repo.commit("c1")
+    s = serve(str(repo.root))
+    wait_exact(run_cli, repo.root, c1, False)
+    mem = js(run_cli("remember", "--text", "f returns one", "--repo", str(repo.root), "--code-ref", "a.py::f",
+                     "--json", timeout=TIMEOUT))
+    s.stop(signal.SIGKILL)
+    # The CLI falls back to the one-shot path at once (the record names a dead pid).
+    t0 = time.monotonic()
+    res = run_cli("validate", "--format", "json", "--repo", str(repo.root), timeout=10)
+    assert time.monotonic() - t0 < 10
+    data = js(res)
+    assert [(m["id"], m["freshness"]) for m in data["memories"]] == [(mem["id"], "fresh")]
+    assert js(run_cli("status", "--json", str(repo.root)))["service"]["used"] is False
+    # A new service starts cleanly over the dead one's lock, record and socket.
+    s2 = serve(str(repo.root))
+    st = wait_exact(run_cli, repo.root, c1, False)
+    assert st["service"]["used"] is True and st["service"]["pid"] == s2.p.pid
+    assert [m["id"] for m in js(run_cli("list", "--json"))["memories"]] == [mem["id"]]  # nothing lost
+
+
+def test_one_service_per_home_and_an_owner_only_socket(repo, home, run_cli, serve):
+    repo.write("a.py", PY)
+    repo.commit("c1")
+    serve(str(repo.root))
+    second = run_cli("serve", str(repo.root), timeout=TIMEOUT)
+    assert second.returncode == 1 and "already runs" in second.stderr and "Traceback" not in second.stderr
+    rec = read_record(home)
+    assert stat.S_IMODE(os.stat(rec["socket"]).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(service_dir(home)).st_mode) == 0o700
+
+
+def test_a_read_registers_its_repository(make_repo, home, run_cli, serve):
+    a = make_repo("a")
+    a.write("a.py", PY)
+    a.commit("c1")
+    b = make_repo("b")
+    b.write("b.py", PY)
+    cb = b.commit("c1")
+    serve(str(a.root))  # b is not named
+    st = wait_exact(run_cli, b.root, cb, False)  # its first read registers it; the service builds it
+    assert st["service"]["used"] is True
+    b.write("b.py", PY + "\n\ndef h():\n    return 5\n")
+    mem = js(run_cli("remember", "--text", "h", "--repo", str(b.root), "--code-ref", "b.py::h", "--json",
+                     timeout=TIMEOUT))
+    assert mem["citations"][0]["dirty"] is True
+
+
+def test_serve_stops_cleanly(repo, home, serve):
+    repo.write("a.py", PY)
+    repo.commit("c1")
+    s = serve(str(repo.root))
+    assert s.stop(signal.SIGTERM) == 0
+    assert "stopped" in s.log()
+    assert read_record(home) is None

@@ -1,0 +1,156 @@
+"""Racing through the resident service (SPEC §17, the fence): real edits and commits, real
+watcher events. A change between a read's two syncs makes every observation of the
+repository unknown/racing; without one, the service answers exactly what a one-shot
+validation of the same state answers. A simulated overflow and a dead watcher give
+racing, then the service recovers. False fresh: never."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from gitutil import GitRepo
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from citegraph.graph.current import ScanSource
+from citegraph.graph.store import Home
+from citegraph.indexer.tree_watch import AVAILABLE, Batch
+from citegraph.memory import api
+from citegraph.server.service import Service
+
+pytestmark = pytest.mark.skipif(not AVAILABLE, reason="inotify (Linux) only")
+
+FILES = {
+    "pay/retry.py": "class Retry:\n    def delay(self, n):\n        return 2 ** n\n\n\ndef key(r):\n    return r.k\n",
+    "pay/audit.py": "def audit(e):\n    return e\n",
+    "README.md": "retry notes\n",
+}
+REFS = ["pay/retry.py::Retry.delay", "pay/retry.py::key", "pay/retry.py#L6-L7", "pay/audit.py", "README.md"]
+
+
+class Racing:
+    """A state source whose racing check first applies ``during`` (a real change of the
+    worktree between the read and the check), then asks the service."""
+
+    def __init__(self, inner, during) -> None:
+        self.inner, self.during, self.lock = inner, during, threading.Lock()
+
+    def read(self, repo_path, home, at=None):
+        return self.inner.read(repo_path, home, at)
+
+    def moved(self, cur):
+        with self.lock:
+            if self.during is not None:
+                self.during()
+                self.during = None
+        return self.inner.moved(cur)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("racing")
+    repo = GitRepo(root / "repo")
+    for p, c in FILES.items():
+        repo.write(p, c)
+    repo.commit("c1")
+    home = Home.open(root / "home")
+    svc = Service(home, debounce_ms=5, pool_context="fork")
+    svc.start()
+    svc.register(repo.root)
+    src = svc.source(wait_s=10)
+    mems = [api.remember(home, f"claim about {r}", repo=repo.root, refs=[r], topic=f"t{i}", source=src)["id"]
+            for i, r in enumerate(REFS)]
+    yield repo, home, svc, mems
+    svc.close()
+
+
+def edit_op(repo: GitRepo, kind: str, n: int):
+    path = ["pay/retry.py", "pay/audit.py", "README.md", "pay/new.py"][n % 4]
+    if kind == "append":
+        return lambda: repo.write(path, (repo.root / path).read_text() + f"# {n}\n"
+                                  if (repo.root / path).exists() else f"x = {n}\n")
+    if kind == "same-bytes":  # an event, but no change of the state: never racing
+        return lambda: repo.write(path, (repo.root / path).read_bytes()) if (repo.root / path).exists() else None
+    if kind == "restore":
+        return lambda: repo.git("checkout", "--", ".")
+    if kind == "commit":
+        return lambda: repo.commit(f"c {n}")
+    raise AssertionError(kind)
+
+
+def validate(home, repo, mems, source):
+    return api.validate_memories(home, memory_ids=mems, repo_paths=[str(repo.root)], source=source).to_json()
+
+
+def observations(data) -> list[tuple]:
+    return [(m["id"], c["ref"], c["outcome"], c["reason"]) for m in data["memories"] for c in m["citations"]]
+
+
+OPS = st.sampled_from(["append", "same-bytes", "restore", "commit"])
+
+
+@settings(deadline=None, max_examples=15)
+@given(st.lists(st.tuples(st.one_of(st.none(), OPS), st.one_of(st.none(), OPS), st.integers(0, 7)),
+                min_size=1, max_size=6))
+def test_racing_or_exactly_the_one_shot_answer(world, steps):
+    repo, home, svc, mems = world
+    for before, during, n in steps:
+        if before is not None:
+            edit_op(repo, before, n)()
+        state0 = repo.git("status", "--porcelain"), repo.head(), _contents(repo)
+        changed = []
+
+        def apply(during=during, n=n, changed=changed, state0=state0):
+            if during is not None:
+                edit_op(repo, during, n)()
+            changed.append((repo.git("status", "--porcelain"), repo.head(), _contents(repo)) != state0)
+
+        res = validate(home, repo, mems, Racing(svc.source(wait_s=10), apply))
+        obs = observations(res)
+        if changed[0]:
+            assert {(o[2], o[3]) for o in obs} == {("unknown", "racing")}, (before, during, obs)
+            continue
+        one = validate(home, repo, mems, ScanSource())  # the same state, one-shot
+        assert obs == observations(one), (before, during)
+        assert all(o[3] != "racing" for o in obs)  # an event that changed nothing is no race
+
+
+def _contents(repo: GitRepo) -> tuple:
+    out = []
+    for p in sorted(repo.root.rglob("*")):
+        if ".git" in p.parts or not p.is_file():
+            continue
+        out.append((str(p.relative_to(repo.root)), p.read_bytes()))
+    return tuple(out)
+
+
+def test_an_overflow_during_a_read_is_racing_then_recovers(world):
+    repo, home, svc, mems = world
+    live = svc.register(repo.root).live
+
+    def overflow():
+        live._on_batch(Batch(overflow=True))  # the kernel dropped events
+
+    res = validate(home, repo, mems, Racing(svc.source(wait_s=10), overflow))
+    assert {(c["outcome"], c["reason"]) for m in res["memories"] for c in m["citations"]} == {("unknown", "racing")}
+    after = validate(home, repo, mems, svc.source(wait_s=10))
+    assert observations(after) == observations(validate(home, repo, mems, ScanSource()))
+
+
+def test_a_dead_watcher_is_racing_then_the_service_restarts_it(world):
+    repo, home, svc, mems = world
+    live = svc.register(repo.root).live
+    w = live.watcher
+    w.stop.set()  # the watcher thread ends, as if it had died
+    w.thread.join(timeout=5)
+    res = validate(home, repo, mems, svc.source(wait_s=10))
+    assert {(c["outcome"], c["reason"]) for m in res["memories"] for c in m["citations"]} == {("unknown", "racing")}
+    deadline = time.monotonic() + 10
+    while not live.watching():  # the supervisor restarts it
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    after = validate(home, repo, mems, svc.source(wait_s=10))
+    assert observations(after) == observations(validate(home, repo, mems, ScanSource()))
+    assert all(o[3] != "racing" for o in observations(after))
