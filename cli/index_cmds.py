@@ -108,6 +108,10 @@ def status(ctx: click.Context, path: str, as_json: bool, no_service: bool) -> No
     if data.get("coverage"):
         for lang, c in data["coverage"].items():
             click.echo(f"  {lang:12} indexed={c['indexed']} partial={c['partial']} skipped={c['skipped']}")
+            for cause, n in (c.get("partial_causes") or {}).items():
+                click.echo(f"  {'':12}   partial ×{n}: {cause}")
+    for f in data.get("partial_files") or []:
+        click.echo(f"  partial {f['path']}:{f['line']}: {f['construct']}")
 
 
 @click.command()

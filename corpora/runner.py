@@ -46,7 +46,7 @@ from citegraph.memory.store import MemoryStore, memory_id_for
 PROJECT = "corpus"
 MISSING_COMMIT = "0badc0de" * 5  # a well-formed commit id that no repository holds
 RECALL_TASK = "check that retries preserve the original idempotency key"
-SNAPSHOT_TABLES = ("files", "symbols", "edges", "contents", "meta")
+SNAPSHOT_TABLES = ("files", "symbols", "edges", "damage", "contents", "meta")
 # Meta keys that record how a snapshot was built, not what it holds.
 PROVENANCE_META = frozenset({"base", "parent", "built_at", "published_at", "seconds"})
 

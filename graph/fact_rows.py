@@ -7,7 +7,7 @@ and cross the process boundary as compact column lists.
 from __future__ import annotations
 
 from citegraph.graph.handles import symbol_handle
-from citegraph.graph.schema import EDGE_COLUMNS, SYMBOL_COLUMNS
+from citegraph.graph.schema import DAMAGE_COLUMNS, EDGE_COLUMNS, SYMBOL_COLUMNS
 from citegraph.indexer.extract import FileFacts
 
 Columns = dict[str, list]
@@ -17,8 +17,14 @@ def empty_columns(names: tuple[str, ...]) -> Columns:
     return {c: [] for c in names}
 
 
-def add_rows(facts: FileFacts, language: str, blob_id: str, path: str, syms: Columns, edges: Columns) -> None:
-    """Append the symbol and edge rows of ``facts`` at ``path`` to column buffers."""
+def add_rows(facts: FileFacts, language: str, blob_id: str, path: str, syms: Columns, edges: Columns,
+             damage: Columns | None = None) -> None:
+    """Append the symbol, edge (and damage) rows of ``facts`` at ``path`` to column buffers."""
+    if damage is not None:
+        for d in facts.damage:
+            vals = (path, d.start_byte, d.end_byte, d.error_line, d.construct, blob_id)
+            for c, v in zip(DAMAGE_COLUMNS, vals, strict=True):
+                damage[c].append(v)
     if not facts.symbols and not facts.edges:
         return
     handles = [symbol_handle(path, language, s.kind, s.qualified_name, s.ordinal) for s in facts.symbols]

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from citegraph.graph import coverage_summary
 from citegraph.graph.current import CurrentState, ScanSource, StateSource
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.graph.store import Home
@@ -22,7 +23,9 @@ def status(path: str | os.PathLike[str], home: Home, source: StateSource | None 
     for e in cur.store.entries():
         snaps.append({k: e.get(k) for k in ("snapshot_id", "state", "kind", "commit", "dirty_fingerprint",
                                              "files", "symbols", "published_at", "reason")})
-    coverage = cur.entry.get("coverage") if cur.exact_current and cur.entry else None
+    coverage = (coverage_summary.join(cur.entry.get("coverage"), cur.entry.get("coverage_causes"))
+                if cur.exact_current and cur.entry and cur.entry.get("coverage") is not None else None)
+    partial = partial_files(cur) if coverage and any(c.get("partial") for c in coverage.values()) else []
     return {
         "repository_id": cur.identity.repository_id,
         "repository_kind": cur.identity.kind,
@@ -32,7 +35,21 @@ def status(path: str | os.PathLike[str], home: Home, source: StateSource | None 
         "snapshot_id": cur.snapshot_id if cur.exact_current else None,
         "snapshots": snaps,
         "coverage": coverage,
+        # where the partial files of the exact-current snapshot first fail to parse, so a
+        # grammar gap is visible instead of a silent unknown (first PARTIAL_LISTED by path)
+        "partial_files": partial,
     }
+
+
+PARTIAL_LISTED = 20
+
+
+def partial_files(cur: CurrentState, limit: int = PARTIAL_LISTED) -> list[dict[str, Any]]:
+    with Snapshot.open(cur.store, cur.snapshot_id, cur.repo) as snap:
+        return snap.dicts(
+            "SELECT f.path, f.language, min(d.error_line) AS line, f.reason AS construct FROM files f "
+            "LEFT JOIN damage d ON d.path = f.path WHERE f.status = 'partial' "
+            "GROUP BY f.path, f.language, f.reason ORDER BY f.path LIMIT ?", [limit])
 
 
 def require_current(cur: CurrentState) -> None:

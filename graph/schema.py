@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-SNAPSHOT_SCHEMA_VERSION = 3  # 3: escaped (stored) paths, not-regular rows
-FACTS_SCHEMA_VERSION = 2
+SNAPSHOT_SCHEMA_VERSION = 4  # 3: escaped (stored) paths, not-regular rows; 4: damage regions
+FACTS_SCHEMA_VERSION = 3  # 3: damage regions
 
 SNAPSHOT_DDL = """
 CREATE TABLE meta(key VARCHAR PRIMARY KEY, value VARCHAR);
@@ -17,6 +17,8 @@ CREATE TABLE symbols(handle VARCHAR NOT NULL, path VARCHAR NOT NULL, language VA
   fragment_hash VARCHAR NOT NULL, body_hash VARCHAR NOT NULL, blob_id VARCHAR NOT NULL);
 CREATE TABLE edges(path VARCHAR NOT NULL, source_handle VARCHAR, kind VARCHAR NOT NULL,
   target VARCHAR NOT NULL, line INTEGER NOT NULL, blob_id VARCHAR NOT NULL);
+CREATE TABLE damage(path VARCHAR NOT NULL, start_byte BIGINT NOT NULL, end_byte BIGINT NOT NULL,
+  error_line INTEGER NOT NULL, construct VARCHAR NOT NULL, blob_id VARCHAR NOT NULL);
 CREATE TABLE contents(blob_id VARCHAR PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE overrides(path VARCHAR NOT NULL);
 """
@@ -27,6 +29,7 @@ CREATE INDEX files_blob ON files(blob_id);
 CREATE INDEX symbols_handle ON symbols(handle);
 CREATE INDEX symbols_fragment ON symbols(fragment_hash);
 CREATE INDEX symbols_path ON symbols(path);
+CREATE INDEX damage_path ON damage(path);
 """
 
 # The facts cache holds, per (blob, language), the file facts and the snapshot rows as
@@ -43,6 +46,9 @@ CREATE TABLE IF NOT EXISTS blob_symbols(handle VARCHAR NOT NULL, path VARCHAR NO
   blob_id VARCHAR NOT NULL);
 CREATE TABLE IF NOT EXISTS blob_edges(path VARCHAR NOT NULL, source_handle VARCHAR,
   kind VARCHAR NOT NULL, target VARCHAR NOT NULL, line INTEGER NOT NULL, blob_id VARCHAR NOT NULL);
+CREATE TABLE IF NOT EXISTS blob_damage(path VARCHAR NOT NULL, start_byte BIGINT NOT NULL,
+  end_byte BIGINT NOT NULL, error_line INTEGER NOT NULL, construct VARCHAR NOT NULL,
+  blob_id VARCHAR NOT NULL);
 """
 
 FILE_COLUMNS = ("path", "blob_id", "content_hash", "language", "status", "reason", "size", "mode", "dirty")
@@ -50,3 +56,6 @@ SYMBOL_COLUMNS = ("handle", "path", "language", "kind", "name", "qualified_name"
                   "start_byte", "end_byte", "start_line", "end_line", "parent_handle",
                   "fragment_hash", "body_hash", "blob_id")
 EDGE_COLUMNS = ("path", "source_handle", "kind", "target", "line", "blob_id")
+# Damage regions of a partial file (SPEC §6.4 refinement; indexer/damage.py): bytes where
+# the parse may be wrong, with the line and construct of the error behind each.
+DAMAGE_COLUMNS = ("path", "start_byte", "end_byte", "error_line", "construct", "blob_id")

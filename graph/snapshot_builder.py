@@ -26,8 +26,10 @@ import duckdb
 import pyarrow as pa
 import pygit2
 
+from citegraph.graph import coverage_summary
 from citegraph.graph.fact_rows import Columns, add_rows, empty_columns, rehome
 from citegraph.graph.schema import (
+    DAMAGE_COLUMNS,
     EDGE_COLUMNS,
     FACTS_DDL,
     FACTS_SCHEMA_VERSION,
@@ -137,6 +139,7 @@ class Extracted:
     size: int | None
     symbols: Columns
     edges: Columns
+    damage: Columns = field(default_factory=lambda: empty_columns(DAMAGE_COLUMNS))
 
 
 def _worker_init(repo_path: str, parent_pid: int) -> None:
@@ -192,10 +195,12 @@ def extract_job(repo: pygit2.Repository | None, job: Job, data: bytes | None = N
     if len(data) > cap:
         return Extracted(blob_id, language, "skipped", "too-large", None, len(data), syms, edges)
     info, facts = facts_for_blob(language or None, data, timeout)
+    damage = empty_columns(DAMAGE_COLUMNS)
     if language:
         for path in paths:
-            add_rows(facts, language, blob_id, path, syms, edges)
-    return Extracted(blob_id, language, facts.status, facts.reason, info.content_hash, info.size, syms, edges)
+            add_rows(facts, language, blob_id, path, syms, edges, damage)
+    return Extracted(blob_id, language, facts.status, facts.reason, info.content_hash, info.size, syms, edges,
+                     damage)
 
 
 # --- build -------------------------------------------------------------------------------
@@ -324,7 +329,7 @@ def _result(target: _Target, entry: dict[str, Any], reused: bool, seconds: float
         reused=reused,
         files=int(entry.get("files", 0)),
         symbols=int(entry.get("symbols", 0)),
-        coverage=entry.get("coverage", {}),
+        coverage=coverage_summary.join(entry.get("coverage"), entry.get("coverage_causes")),
         seconds=seconds,
         content_id=entry.get("content_id", ""),
         stats=stats,
@@ -422,7 +427,8 @@ def _attach_facts(out: duckdb.DuckDBPyConnection, rs: RepoStore) -> None:
         attach()
     rows = out.execute("SELECT value FROM facts.meta WHERE key='extractor_version'").fetchall()
     if not rows or rows[0][0] != f"{EXTRACTOR_VERSION}/{FACTS_SCHEMA_VERSION}":
-        out.execute("DELETE FROM facts.blob_files; DELETE FROM facts.blob_symbols; DELETE FROM facts.blob_edges;")
+        out.execute("DELETE FROM facts.blob_files; DELETE FROM facts.blob_symbols; DELETE FROM facts.blob_edges; "
+                    "DELETE FROM facts.blob_damage;")
         out.execute("INSERT OR REPLACE INTO facts.meta VALUES ('extractor_version', ?)",
                     [f"{EXTRACTOR_VERSION}/{FACTS_SCHEMA_VERSION}"])
 
@@ -472,20 +478,26 @@ class _Sink:
         self.flush_rows = flush_rows
         self.syms = empty_columns(SYMBOL_COLUMNS)
         self.edges = empty_columns(EDGE_COLUMNS)
+        self.damage = empty_columns(DAMAGE_COLUMNS)
 
-    def add(self, syms: Columns, edges: Columns) -> None:
+    def add(self, syms: Columns, edges: Columns, damage: Columns | None = None) -> None:
         for c in SYMBOL_COLUMNS:
             self.syms[c].extend(syms[c])
         for c in EDGE_COLUMNS:
             self.edges[c].extend(edges[c])
+        if damage:
+            for c in DAMAGE_COLUMNS:
+                self.damage[c].extend(damage[c])
         if len(self.syms["handle"]) + len(self.edges["path"]) >= self.flush_rows:
             self.flush()
 
     def flush(self) -> None:
         _bulk(self.con, "symbols", self.syms)
         _bulk(self.con, "edges", self.edges)
+        _bulk(self.con, "damage", self.damage)
         self.syms = empty_columns(SYMBOL_COLUMNS)
         self.edges = empty_columns(EDGE_COLUMNS)
+        self.damage = empty_columns(DAMAGE_COLUMNS)
 
 
 INDEX_MIN_ROWS = 2048
@@ -638,7 +650,8 @@ def _assemble(target: _Target, rs: RepoStore, stats: BuildStats, progress: Progr
                                           "ON s.path = o.path").fetchall()[0][0]
             n_symbols = int(b.get("symbols", 0)) - hidden_syms + own_symbols
             n_files = base_files - len(plan.base_rows) + len(rows)
-            coverage = _merge_coverage(b.get("coverage", {}), plan.base_rows, coverage)
+            coverage = _merge_coverage(coverage_summary.join(b.get("coverage"), b.get("coverage_causes")),
+                                       plan.base_rows, coverage)
             out.execute("DETACH base")
         else:
             total, n_symbols, n_files = own_sum, own_symbols, len(rows)
@@ -670,38 +683,28 @@ def _assemble(target: _Target, rs: RepoStore, stats: BuildStats, progress: Progr
         os.close(dir_fd)
     summary: dict[str, Any] = {
         "bytes": os.stat(rs.snapshot_path(target.snapshot_id)).st_size,
-        "files": n_files, "symbols": int(n_symbols), "coverage": coverage, "content_id": content_id,
+        "files": n_files, "symbols": int(n_symbols), "content_id": content_id,
         "content_sum": f"{total:032x}", "inventory_complete": plan.inventory_complete,
         "layout": "delta" if plan.base else "full",
     }
+    # counts under SPEC §16's keys; why files are not indexed apart (the catalog checks
+    # that coverage holds integers only)
+    summary["coverage"], summary["coverage_causes"] = coverage_summary.split(coverage)
     if plan.base:
         summary["base"] = plan.base["snapshot_id"]
     return summary
 
 
-def _merge_coverage(base: dict[str, dict[str, int]], hidden: list[tuple], own: dict[str, dict[str, int]]
-                    ) -> dict[str, dict[str, int]]:
-    cov = {lang: dict(c) for lang, c in base.items()}
-    for h in hidden:
-        c = cov.setdefault(h[2] or "other", {"indexed": 0, "partial": 0, "skipped": 0})
-        c[h[3]] = c.get(h[3], 0) - 1
-    for lang, c in own.items():
-        t = cov.setdefault(lang, {"indexed": 0, "partial": 0, "skipped": 0})
-        for k, v in c.items():
-            t[k] = t.get(k, 0) + v
-    return {lang: c for lang, c in sorted(cov.items()) if any(c.values())}
+def _merge_coverage(base: dict[str, dict[str, Any]], hidden: list[tuple], own: dict[str, dict[str, Any]]
+                    ) -> dict[str, dict[str, Any]]:
+    return coverage_summary.merge(base, [(h[2], h[3], h[4]) for h in hidden], own)
 
 
 PATH_REASONS = ("symlink", "submodule", "excluded", "not-regular", "undecodable-path", "too-large")
 
 
-def _coverage(rows: list[_FileRow]) -> dict[str, dict[str, int]]:
-    cov: dict[str, dict[str, int]] = {}
-    for r in rows:
-        lang = r.language or "other"
-        c = cov.setdefault(lang, {"indexed": 0, "partial": 0, "skipped": 0})
-        c[r.status] = c.get(r.status, 0) + 1
-    return dict(sorted(cov.items()))
+def _coverage(rows: list[_FileRow]) -> dict[str, dict[str, Any]]:
+    return coverage_summary.summarize((r.language, r.status, r.reason) for r in rows)
 
 
 
@@ -746,6 +749,8 @@ def _fill(need: list[_FileRow], target: _Target, contents: dict[str, bytes], out
                     "ON s.blob_id = x.blob_id AND s.path = x.path")
         out.execute("INSERT INTO edges SELECT e.* FROM facts.blob_edges e SEMI JOIN _same x "
                     "ON e.blob_id = x.blob_id AND e.path = x.path")
+        out.execute("INSERT INTO damage SELECT d.* FROM facts.blob_damage d SEMI JOIN _same x "
+                    "ON d.blob_id = x.blob_id AND d.path = x.path")
         out.unregister("_same")
     done += sum(len(paths_of[k]) for k in results)
 
@@ -759,7 +764,7 @@ def _fill(need: list[_FileRow], target: _Target, contents: dict[str, bytes], out
         key = (ex.blob_id, ex.language)
         results[key] = (ex.status, ex.reason, ex.content_hash, ex.size)
         stats.extracted_blobs += 1
-        sink.add(ex.symbols, ex.edges)
+        sink.add(ex.symbols, ex.edges, ex.damage)
         if ex.reason not in TRANSIENT_REASONS:
             new_keys.append((ex.blob_id, ex.language, paths_of[key][0]))
         done += len(paths_of[key])
@@ -816,7 +821,12 @@ def _rehome(out: duckdb.DuckDBPyConnection, sink: _Sink, blob: str, origin: str,
         vals["source_handle"] = mapping.get(vals["source_handle"]) if vals["source_handle"] else None
         for c in EDGE_COLUMNS:
             edges[c].append(vals[c])
-    sink.add(syms, edges)
+    damage = empty_columns(DAMAGE_COLUMNS)
+    for row in out.execute("SELECT * FROM facts.blob_damage WHERE blob_id = ? AND path = ? ORDER BY start_byte",
+                           [blob, origin]).fetchall():
+        for c, v in zip(DAMAGE_COLUMNS, row, strict=True):
+            damage[c].append(path if c == "path" else v)
+    sink.add(syms, edges, damage)
 
 
 def _remember_facts(out: duckdb.DuckDBPyConnection, new_keys: list[tuple[str, str, str]]) -> None:
@@ -835,6 +845,8 @@ def _remember_facts(out: duckdb.DuckDBPyConnection, new_keys: list[tuple[str, st
                     "ON s.path = n.path AND s.blob_id = n.blob_id")
         out.execute("INSERT INTO facts.blob_edges SELECT e.* FROM edges e SEMI JOIN _new n "
                     "ON e.path = n.path AND e.blob_id = n.blob_id")
+        out.execute("INSERT INTO facts.blob_damage SELECT d.* FROM damage d SEMI JOIN _new n "
+                    "ON d.path = n.path AND d.blob_id = n.blob_id")
     finally:
         out.unregister("_new")
 

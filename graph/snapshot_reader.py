@@ -13,6 +13,7 @@ from typing import Any
 import duckdb
 import pygit2
 
+from citegraph.graph.schema import SNAPSHOT_SCHEMA_VERSION
 from citegraph.graph.store import RepoStore
 from citegraph.indexer.errors import CitegraphError
 from citegraph.indexer.worktree import NULL_BLOB
@@ -131,7 +132,7 @@ class Snapshot:
             return None
 
 
-LAYERED_TABLES = ("files", "symbols", "edges")
+LAYERED_TABLES = ("files", "symbols", "edges", "damage")
 
 # One in-memory DuckDB instance per process: creating an instance costs ~30 ms, a cursor
 # on it with an ATTACH ~2 ms. Each Snapshot gets its own cursor, unique attach aliases and
@@ -185,6 +186,12 @@ def _attach(con: duckdb.DuckDBPyConnection, alias: str, path: object, snapshot_i
         raise _corrupt(snapshot_id, path, "no snapshot metadata") from exc
     if not rows or rows[0][0] != snapshot_id:
         raise _corrupt(snapshot_id, path, "a different snapshot's database")
+    version = con.execute(f"SELECT value FROM {alias}.meta WHERE key = 'schema_version'").fetchall()
+    if not version or version[0][0] != str(SNAPSHOT_SCHEMA_VERSION):
+        # An older layout (schema 2 had no damage table) is refused, never misread.
+        raise CitegraphError(
+            f"snapshot {snapshot_id} has schema {version[0][0] if version else '?'}, this citegraph reads "
+            f"schema {SNAPSHOT_SCHEMA_VERSION}", "run citegraph index to build the current layout", code=3)
 
 
 class DamagedSnapshot(CitegraphError):

@@ -8,7 +8,13 @@ layer.
 Query conventions (``queries/<language>.scm``):
 - ``@definition.<kind>`` marks a definition node, ``@name`` its name token.
 - ``@qualifier`` (optional, inside a definition match) replaces the nesting prefix of the
-  qualified name, e.g. a Go method's receiver type.
+  qualified name, e.g. a Go method's receiver type; where the language says so
+  (``qualifier_nests``) it nests under the enclosing prefix instead, and a qualifier node
+  that holds the name stands for the written scope before it (C++ ``ns::Foo<T>::bar`` ->
+  ``ns.Foo``).
+- ``@definition.<kind>.rest`` marks a statement-form scope (C# ``namespace X;``): a symbol
+  whose own fragment is the statement, and which qualifies every definition after it up
+  to the end of its parent (or up to the next such statement, unless they chain).
 - ``@scope`` with ``@name`` marks a naming scope that is not itself a symbol (a Rust
   ``impl Foo`` block): nested definitions are qualified by it.
 - ``@reference.<call|import|inherit>`` with ``@name`` marks an outgoing reference.
@@ -16,6 +22,7 @@ Query conventions (``queries/<language>.scm``):
 
 from __future__ import annotations
 
+import importlib
 import time
 from dataclasses import dataclass, field
 from functools import cache
@@ -24,10 +31,12 @@ import blake3
 from tree_sitter import Language, Node, Parser, Query, QueryCursor
 from tree_sitter_language_pack import get_language
 
+from citegraph.indexer.damage import Damage, damage_regions, named_construct
 from citegraph.indexer.languages import LANGUAGES, query_source
 
-# Bump whenever extraction output for the same bytes can change (queries, rules).
-EXTRACTOR_VERSION = "cgx-3"
+# Bump whenever extraction output for the same bytes can change (queries, rules, damage
+# regions, partial reasons).
+EXTRACTOR_VERSION = "cgx-4"
 
 EDGE_KINDS = {"call": "calls", "import": "imports", "inherit": "inherits", "reference": "references"}
 
@@ -58,9 +67,12 @@ class EdgeFact:
 @dataclass(slots=True)
 class FileFacts:
     status: str  # indexed | partial | skipped
+    # skipped: why (binary, too-large, …); partial: the construct of the first error
     reason: str | None = None
     symbols: list[SymbolFact] = field(default_factory=list)
     edges: list[EdgeFact] = field(default_factory=list)
+    # partial: where the parse may be wrong (SPEC §6.4 refinement), merged and sorted
+    damage: list[Damage] = field(default_factory=list)
 
 
 class ParseTimeout(Exception):
@@ -72,24 +84,29 @@ def blake3_hex(data: bytes, length: int = 16) -> str:
 
 
 @cache
-def _language(grammar: str) -> Language:
-    return get_language(grammar)  # type: ignore[arg-type]
+def grammar(language: str) -> Language:
+    """The tree-sitter grammar of ``language``: its grammar wheel where the registry names
+    one, else the grammar bundled in tree-sitter-language-pack (both compiled, offline)."""
+    spec = LANGUAGES[language]
+    if spec.wheel:
+        module, function = spec.wheel.split(":")
+        return Language(getattr(importlib.import_module(module), function)())
+    return get_language(spec.grammar)  # type: ignore[arg-type]
 
 
 @cache
-def _parser(grammar: str) -> Parser:
-    return Parser(_language(grammar))
+def _parser(language: str) -> Parser:
+    return Parser(grammar(language))
 
 
 @cache
 def compiled_query(language: str) -> Query:
-    spec = LANGUAGES[language]
-    return Query(_language(spec.grammar), query_source(language))
+    return Query(grammar(language), query_source(language))
 
 
 def parse(language: str, data: bytes, timeout_s: float):
     """Parse ``data``; raise ParseTimeout when the time bound is exceeded."""
-    parser = _parser(LANGUAGES[language].grammar)
+    parser = _parser(language)
     if len(data) <= 65536:  # small files cannot blow the bound in any realistic way
         return parser.parse(data)
     deadline = time.perf_counter() + timeout_s
@@ -133,6 +150,20 @@ class _Def:
     name_node: Node
     qualifier: str | None
     is_scope: bool
+    scope_end: int = -1  # where the names it qualifies end (a statement-form scope: later)
+
+
+def _written_scope(text: str) -> str:
+    """``ns::Foo<T>::`` -> ``ns.Foo``: template arguments dropped, ``::`` as ``.``."""
+    out, depth = [], 0
+    for ch in text:
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            out.append(ch)
+    return ".".join(p.strip() for p in "".join(out).split("::") if p.strip())
 
 
 def extract(language: str, data: bytes, timeout_s: float = 5.0) -> FileFacts:
@@ -164,12 +195,24 @@ def extract(language: str, data: bytes, timeout_s: float = 5.0) -> FileFacts:
                     break  # two patterns capture one node: the earlier pattern wins
                 def_pattern[key] = pattern
                 qual = caps.get("qualifier")
+                qualifier = None
+                if qual:
+                    q = qual[0]
+                    if q.start_byte <= name_node.start_byte and name_node.end_byte <= q.end_byte:
+                        qualifier = data[q.start_byte:name_node.start_byte].decode("utf-8", errors="replace")
+                    else:
+                        qualifier = _text(data, q)
+                    if spec.qualifier_nests:
+                        qualifier = _written_scope(qualifier)
+                kind = "scope" if cap == "scope" else cap.split(".", 1)[1]
+                rest = kind.endswith(".rest")
                 defs[key] = _Def(
                     node=node,
-                    kind="scope" if cap == "scope" else cap.split(".", 1)[1],
+                    kind=kind.removesuffix(".rest"),
                     name_node=name_node,
-                    qualifier=_text(data, qual[0]) if qual else None,
+                    qualifier=qualifier,
                     is_scope=cap == "scope",
+                    scope_end=(node.parent.end_byte if rest and node.parent is not None else node.end_byte),
                 )
                 break
             if cap.startswith("reference."):
@@ -177,6 +220,12 @@ def extract(language: str, data: bytes, timeout_s: float = 5.0) -> FileFacts:
                 break
 
     ordered = sorted(defs.values(), key=lambda d: (d.node.start_byte, -d.node.end_byte))
+    if not spec.statement_scopes_chain:
+        # a statement-form scope ends where the next one of the same parent begins
+        rest = [d for d in ordered if d.scope_end > d.node.end_byte]
+        for a, b in zip(rest, rest[1:], strict=False):
+            if a.node.parent == b.node.parent:
+                a.scope_end = min(a.scope_end, b.node.start_byte)
     symbols: list[SymbolFact] = []
     # Stack of (end_byte, qualified name, symbol index or -1 for a scope, kind).
     stack: list[tuple[int, str, int, str]] = []
@@ -187,18 +236,22 @@ def extract(language: str, data: bytes, timeout_s: float = 5.0) -> FileFacts:
             stack.pop()
         enclosing = stack[-1] if stack else None
         name = _text(data, d.name_node)
-        if d.qualifier:
+        outer = enclosing[1] if enclosing else ""
+        if d.qualifier and spec.qualifier_nests:
+            prefix = f"{outer}.{d.qualifier}" if outer else d.qualifier
+        elif d.qualifier:
             prefix = d.qualifier
         else:
-            prefix = enclosing[1] if enclosing else ""
+            prefix = outer
         qname = f"{prefix}.{name}" if prefix else name
         parent_idx = -1
         for entry in reversed(stack):
             if entry[2] >= 0:
                 parent_idx = entry[2]
                 break
+        scope_end = max(end, d.scope_end)
         if d.is_scope:
-            stack.append((end, qname, -1, "scope"))
+            stack.append((scope_end, qname, -1, "scope"))
             continue
         kind = d.kind
         if kind == "function" and enclosing is not None and (
@@ -226,11 +279,30 @@ def extract(language: str, data: bytes, timeout_s: float = 5.0) -> FileFacts:
             )
         )
         span_index[(start, end)] = idx
-        stack.append((end, qname, idx, kind))
+        stack.append((scope_end, qname, idx, kind))
 
     symbols = _with_ordinals(symbols)
     edges = _edges(refs, span_index, data)
-    return FileFacts(status=status, symbols=symbols, edges=edges)
+    if status == "indexed":
+        return FileFacts(status=status, symbols=symbols, edges=edges)
+    damage = damage_regions(language, root, data, [(d.node, d.name_node) for d in ordered],
+                            [d.node for d in ordered if d.scope_end > d.node.end_byte],
+                            spec.statement_scope_keyword)
+    reason = named_construct(language, data, damage[0]) if damage else "ERROR in file"
+    return FileFacts(status=status, reason=reason, symbols=symbols, edges=edges, damage=damage)
+
+
+def name_offset(fragment: bytes, name: bytes, body_hash: str) -> int | None:
+    """Where a symbol's name token starts in its fragment: the occurrence whose removal
+    gives the body hash (the fragment alone does not say which occurrence is the name)."""
+    if not name:
+        return None
+    i = fragment.find(name)
+    while i >= 0:
+        if blake3_hex(fragment[:i] + fragment[i + len(name):]) == body_hash:
+            return i
+        i = fragment.find(name, i + 1)
+    return None
 
 
 def _with_ordinals(symbols: list[SymbolFact]) -> list[SymbolFact]:

@@ -1,7 +1,9 @@
 """Language registry: which files are parsed with which grammar and tags query.
 
-The grammars come bundled with tree-sitter-language-pack 0.13 (never downloaded at run
-time); the tags queries are our own, one ``queries/<language>.scm`` per language.
+The grammars come bundled with tree-sitter-language-pack 0.13, or, where a maintained
+per-language grammar wheel parses more real code (Kotlin, Swift, Scala: docs/languages.md),
+from that wheel; both ship compiled grammars (never downloaded at run time). The tags
+queries are our own, one ``queries/<language>.scm`` per language.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ class LanguageSpec:
     """How one language is parsed and how its definitions nest."""
 
     name: str
-    grammar: str
+    grammar: str  # the grammar's name in tree-sitter-language-pack 0.13
     extensions: tuple[str, ...]
     # Node types that wrap a definition and are syntactically part of it (a Python
     # decorated_definition): the fragment grows to the wrapper.
@@ -31,6 +33,19 @@ class LanguageSpec:
              "extension", "record"}
         )
     )
+    # @qualifier nests under the enclosing scope instead of replacing it, written scopes
+    # normalised (`ns::Foo<T>::` -> `ns.Foo`): C++ out-of-line members keep their namespace.
+    qualifier_nests: bool = False
+    # Statement-form scopes (`@definition.<kind>.rest`: C# `namespace X;`, PHP `namespace X;`,
+    # Scala `package x`) qualify what follows them up to the end of their parent; a later
+    # one ends an earlier one (PHP), unless they chain (Scala: `package a` + `package b` is a.b).
+    statement_scopes_chain: bool = False
+    # The keyword of those statements: damage that holds it may have swallowed one, and
+    # with it the qualification of everything after it (indexer/damage.py).
+    statement_scope_keyword: str | None = None
+    # A maintained per-language grammar wheel that parses more real code than the bundled
+    # grammar (docs/languages.md): "module:function" returning the language pointer.
+    wheel: str | None = None
 
 
 _SPECS: tuple[LanguageSpec, ...] = (
@@ -42,14 +57,16 @@ _SPECS: tuple[LanguageSpec, ...] = (
     LanguageSpec("rust", "rust", (".rs",)),
     LanguageSpec("java", "java", (".java",)),
     LanguageSpec("c", "c", (".c", ".h")),
-    LanguageSpec("cpp", "cpp", (".cc", ".cpp", ".cxx", ".c++", ".hpp", ".hh", ".hxx", ".h++")),
-    LanguageSpec("csharp", "csharp", (".cs",)),
+    LanguageSpec("cpp", "cpp", (".cc", ".cpp", ".cxx", ".c++", ".hpp", ".hh", ".hxx", ".h++"),
+                 qualifier_nests=True),
+    LanguageSpec("csharp", "csharp", (".cs",), statement_scope_keyword="namespace"),
     LanguageSpec("ruby", "ruby", (".rb", ".rake", ".gemspec"),
                  class_kinds=frozenset({"class", "module"})),
-    LanguageSpec("kotlin", "kotlin", (".kt", ".kts")),
-    LanguageSpec("php", "php", (".php",)),
-    LanguageSpec("swift", "swift", (".swift",)),
-    LanguageSpec("scala", "scala", (".scala", ".sc")),
+    LanguageSpec("kotlin", "kotlin", (".kt", ".kts"), wheel="tree_sitter_kotlin:language"),
+    LanguageSpec("php", "php", (".php",), statement_scope_keyword="namespace"),
+    LanguageSpec("swift", "swift", (".swift",), wheel="tree_sitter_swift:language"),
+    LanguageSpec("scala", "scala", (".scala", ".sc"), wheel="tree_sitter_scala:language",
+                 statement_scopes_chain=True, statement_scope_keyword="package"),
 )
 
 LANGUAGES: dict[str, LanguageSpec] = {s.name: s for s in _SPECS}

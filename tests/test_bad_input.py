@@ -86,7 +86,7 @@ EXPECTED = [
     ("web/app.min.js", "skipped", "excluded"),
     ("generated/gen.py", "skipped", "excluded"),
     ("crlf.py", "indexed", None),
-    ("syntax.py", "partial", None),
+    ("syntax.py", "partial", 'MISSING ")" in parameters'),  # a partial file names its first error
     (UNICODE_PATH, "indexed", None),
     ("notes.txt", "skipped", "unsupported-language"),
     ("asset.psd", "skipped", "lfs-pointer"),
@@ -151,7 +151,9 @@ def test_awkward_index_summary(awkward):
     assert set(awkward["files"]) >= {e[0] for e in EXPECTED} | {"latin1.py", ".gitmodules"}
     py = res["coverage"]["python"]
     assert py["partial"] >= 1 and py["skipped"] >= 4 and py["indexed"] >= 4
-    assert sum(sum(c.values()) for c in res["coverage"].values()) == res["files"]
+    assert sum(c["indexed"] + c["partial"] + c["skipped"] for c in res["coverage"].values()) == res["files"]
+    assert py["partial_causes"] == {'MISSING ")" in parameters': py["partial"]}
+    assert sum(py["skipped_reasons"].values()) == py["skipped"]
 
 
 def test_non_utf8_source_is_indexed_without_crash(awkward):

@@ -13,6 +13,8 @@ import pytest
 
 from citegraph.validator import decisions as d
 from citegraph.validator.model import (
+    CoverageEvidence,
+    FileCoverage,
     FileEvidence,
     Observation,
     Observed,
@@ -482,6 +484,110 @@ def test_symbol_deleted_needs_coverage():
     r = receipt("symbol")
     assert d.decide_symbol(r, SymbolEvidence(None, coverage_ok=True)) == Observation(r.id, "deleted", None, None)
     assert d.decide_symbol(r, SymbolEvidence(None, coverage_ok=False)) == unknown(r, "incomplete-coverage")
+
+
+# --- §6.4 coverage for a citation (byte search and damage regions) -------------------------------
+
+def partial(**kw) -> FileCoverage:
+    base = dict(path="src/p.py", status="partial", reason="ERROR in module", readable=True,
+                name_found=True, occurrences=((100, 104),), damage=((10, 20),))
+    base.update(kw)
+    return FileCoverage(**base)
+
+
+def cleared(*files: FileCoverage, complete: bool = True, has_name: bool = True) -> bool:
+    return d.coverage_suffices(CoverageEvidence(complete, has_name, files))
+
+
+def test_coverage_with_no_uncovered_file():
+    assert cleared() is True
+
+
+def test_coverage_needs_a_complete_inventory_and_a_name():
+    assert cleared(complete=False) is False
+    assert cleared(has_name=False) is False
+
+
+def test_coverage_byte_search_clears_a_file_without_the_name():
+    for status in ("partial", "skipped"):
+        assert cleared(partial(status=status, name_found=False, damage=(), occurrences=None)) is True
+        assert cleared(partial(status=status, name_found=True, damage=(), occurrences=None)) is False
+
+
+def test_coverage_unreadable_file_is_never_cleared():
+    assert cleared(partial(readable=False, name_found=False)) is False
+
+
+def test_coverage_symlink_is_always_cleared():
+    assert cleared(partial(status="skipped", reason="symlink", readable=False)) is True
+    assert cleared(partial(status="skipped", reason="not-regular", readable=False)) is True
+    assert cleared(partial(status="skipped", reason="binary", readable=False)) is False
+
+
+def test_coverage_refinement_clears_a_partial_file_whose_occurrences_miss_the_damage():
+    assert cleared(partial()) is True
+    assert cleared(partial(occurrences=((15, 19),))) is False
+
+
+def test_coverage_refinement_is_only_for_partial_files_with_regions_and_occurrences():
+    assert cleared(partial(status="skipped")) is False  # a skipped file has no regions to trust
+    assert cleared(partial(damage=())) is False  # a partial file without regions: no refinement
+    assert cleared(partial(occurrences=None)) is False  # the cited fragment's bytes are gone
+
+
+def test_coverage_every_file_must_be_cleared():
+    good, bad = partial(), partial(path="src/q.py", occurrences=((12, 13),))
+    assert cleared(good, good) is True
+    assert cleared(good, bad) is False
+    assert cleared(bad, good) is False
+
+
+@pytest.mark.parametrize(("span", "touches"), [
+    ((0, 9), False),     # ends one byte before the region
+    ((0, 10), True),     # ends where the region starts (touches)
+    ((12, 14), True),    # inside
+    ((5, 25), True),     # around
+    ((20, 22), True),    # starts where the region ends (touches)
+    ((21, 22), False),   # starts one byte after
+    ((29, 30), True),    # touches the second region
+    ((41, 49), False),   # between the second and third
+    ((60, 61), True),    # inside the third
+    ((71, 80), False),   # after every region
+])
+def test_touches_any(span, touches):
+    regions = ((50, 70), (10, 20), (30, 40))  # any order
+    assert d.touches_any((span,), regions) is touches
+    assert d.touches_any(((200, 300), span), regions) is touches  # any span of several
+
+
+def test_touches_any_reaches_over_a_long_earlier_region():
+    # the region starting last before the span is short; an earlier one covers the span
+    assert d.touches_any(((50, 55),), ((0, 100), (40, 45))) is True
+    assert d.touches_any(((50, 55),), ((40, 45), (0, 100))) is True
+    assert d.touches_any(((50, 55),), ((0, 10), (40, 45))) is False
+
+
+def test_touches_any_without_spans_or_regions():
+    assert d.touches_any((), ((0, 10),)) is False
+    assert d.touches_any(((0, 10),), ()) is False
+
+
+def test_symbol_decisions_judge_coverage_evidence_when_given():
+    r = receipt("symbol")
+    moved = row(H1, "lib/a.py")
+    ok, blocked = CoverageEvidence(True, True, (partial(),)), CoverageEvidence(True, True, (partial(damage=((99, 101),)),))
+    # the evidence wins over coverage_ok
+    assert d.decide_symbol(r, SymbolEvidence(None, fragment_matches=(moved,), coverage_ok=False,
+                                             coverage=ok)) == obs_at(r, "relocated", moved)
+    assert d.decide_symbol(r, SymbolEvidence(None, fragment_matches=(moved,), coverage_ok=True,
+                                             coverage=blocked)) == unknown(r, "incomplete-coverage")
+    succ = row(H1, frag="other")
+    assert d.decide_symbol(r, SymbolEvidence(None, qname_matches=(succ,), coverage=ok)) == obs_at(r, "changed", succ)
+    assert d.decide_symbol(r, SymbolEvidence(None, qname_matches=(succ,), coverage_ok=True,
+                                             coverage=blocked)) == unknown(r, "incomplete-coverage")
+    assert d.decide_symbol(r, SymbolEvidence(None, coverage=ok)) == Observation(r.id, "deleted", None, None)
+    assert d.decide_symbol(r, SymbolEvidence(None, coverage_ok=True, coverage=blocked)) == unknown(
+        r, "incomplete-coverage")
 
 
 # --- §6.5 aggregation ---------------------------------------------------------------------------

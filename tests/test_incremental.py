@@ -17,7 +17,7 @@ from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.graph.store import Home
 
-TABLES = ("files", "symbols", "edges", "contents")
+TABLES = ("files", "symbols", "edges", "damage", "contents")
 # ``contents`` is storage for dirty bytes, compared by what readers can get out of it: the
 # bytes of every dirty file's blob (a layered snapshot may hold a blob twice, or one that
 # only its base still needs).
@@ -175,6 +175,8 @@ CONTENTS = (
     "def broken(:\n    pass\n\ndef fine():\n    return 0\n",
     "plain text, not code\n",
     "\n\ndef f():\n    return 1\n",
+    # partial with a local damage region (a blob-keyed fact like the symbols)
+    "def a():\n    return 1\n\n\nx = 1 @ @\n\n\ndef b():\n    return 2\n\n\ndef c():\n    return 3\n",
 )
 
 OPS = ("add", "modify", "delete", "move", "commit", "dirty_modify", "untracked_add", "worktree_delete")

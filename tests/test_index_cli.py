@@ -55,7 +55,11 @@ def test_index_json_contract_and_idempotence(repo, run_cli):
     assert isinstance(first["seconds"], int | float) and first["seconds"] >= 0
     assert first["coverage"]["python"] == {"indexed": 1, "partial": 0, "skipped": 0}
     for counts in first["coverage"].values():
-        assert set(counts) == {"indexed", "partial", "skipped"}
+        # SPEC §16 keys, plus (issue 15) why files are skipped/partial, only where there are such
+        assert {"indexed", "partial", "skipped"} <= set(counts) <= {
+            "indexed", "partial", "skipped", "partial_causes", "skipped_reasons"}
+    assert first["coverage"]["other"] == {"indexed": 0, "partial": 0, "skipped": 1,
+                                          "skipped_reasons": {"unsupported-language": 1}}
 
     second = run_json(run_cli, "index", "--json", str(repo.root))
     assert second["reused"] is True
@@ -116,6 +120,39 @@ def test_status_json_contract(repo, run_cli):
 
     human = run_cli("status", str(repo.root))
     assert human.returncode == 0 and built["repository_id"] in human.stdout
+
+
+VARIANCE_TS = """\
+export interface Box<out T> {
+  get(): T;
+}
+
+export function unbox<T>(b: Box<T>): T {
+  return b.get();
+}
+"""
+
+
+def test_grammar_gap_is_named_in_index_and_status(repo, run_cli):
+    """Issue 15: a partial file says why (the construct of its first error, and where)."""
+    repo.write("src/box.ts", VARIANCE_TS)
+    repo.write("src/ok.ts", "export const ok = 1;\n")
+    repo.write("src/broken.py", "def f(:\n    pass\n")
+    repo.commit("c1")
+    built = run_json(run_cli, "index", "--json", str(repo.root))
+    variance = "variance annotation (TS 4.7 in/out type parameter): ERROR in type_parameters"
+    assert built["coverage"]["typescript"] == {"indexed": 1, "partial": 1, "skipped": 0,
+                                               "partial_causes": {variance: 1}}
+    assert built["coverage"]["python"]["partial_causes"] == {'MISSING ")" in parameters': 1}
+    st = run_json(run_cli, "status", "--json", str(repo.root))
+    assert st["coverage"] == built["coverage"]
+    assert st["partial_files"] == [
+        {"path": "src/box.ts", "language": "typescript", "line": 1, "construct": variance},
+        {"path": "src/broken.py", "language": "python", "line": 1, "construct": 'MISSING ")" in parameters'},
+    ]
+    human = run_cli("status", str(repo.root))
+    assert human.returncode == 0
+    assert f"partial src/box.ts:1: {variance}" in human.stdout
 
 
 def test_status_kind_remote(make_repo, run_cli):
@@ -258,3 +295,33 @@ def test_gc_keeps_what_the_exact_current_snapshot_reads_through(repo, run_cli, h
     assert [s["name"] for s in json.loads(sym.stdout)["symbols"]] == ["stable"]
     a = run_json(run_cli, "symbols", str(repo.root / "a.py"), "--json")
     assert [s["name"] for s in a["symbols"]] == ["v2"]
+
+
+def test_snapshot_of_an_older_schema_is_refused(repo, home):
+    """Schema 3 added the damage table: a snapshot file of another layout is refused with
+    one clear error (SPEC §4), never misread."""
+    import duckdb
+    import pytest
+
+    from citegraph.graph.snapshot_builder import build_snapshot
+    from citegraph.graph.snapshot_reader import Snapshot
+    from citegraph.indexer.errors import CitegraphError
+
+    repo.write("svc/retry.py", SERVICE)
+    repo.commit("c1")
+    res = build_snapshot(repo.root, home, jobs=1)
+    rs = home.repo(res.repository_id)
+    with Snapshot.open(rs, res.snapshot_id) as snap:
+        assert snap.query("SELECT count(*) FROM damage") == [(0,)]
+    path = rs.snapshot_path(res.snapshot_id)
+    con = duckdb.connect(str(path))
+    con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    con.close()
+    entry = rs.entry(res.snapshot_id) or {}
+    if entry.get("state") != "ready":  # the catalog notices the rewritten file: say it was built so
+        entry = json.loads(rs.catalog_path(res.snapshot_id).read_text())
+        entry.update(state="ready", bytes=path.stat().st_size)
+        rs.write_entry(entry)
+    with pytest.raises(CitegraphError) as err:
+        Snapshot.open(rs, res.snapshot_id)
+    assert "schema 2" in err.value.what and "run citegraph index" in err.value.todo

@@ -157,3 +157,40 @@ def test_tsx_inherits_every_typescript_pattern_first():
     src = b"namespace N {\n  export function f(a: number): number;\n  export function f(a: any) { return g(a); }\n}\n"
     assert [(s.kind, s.qualified_name, s.ordinal) for s in extract("tsx", src).symbols] == \
         [(s.kind, s.qualified_name, s.ordinal) for s in extract("typescript", src).symbols]
+
+
+# --- scopes written out of line or as statements (issue 15) -----------------------------------
+
+SCOPE_FORMS = {
+    "cpp: out-of-line member, written namespace": (
+        "cpp", b"double render::Circle::area() const { return 1.0; }\n",
+        ["1-1 method render.Circle.area"]),
+    "cpp: out-of-line member inside its namespace": (
+        "cpp", b"namespace render {\ndouble Circle::area() const { return 1.0; }\n}\n",
+        ["1-3 namespace render", "2-2 method render.Circle.area"]),
+    "cpp: both spellings agree, templates and deeper scopes": (
+        "cpp", b"namespace a {\nnamespace b {\nvoid Foo::bar() {}\n}\n}\n"
+               b"void a::b::Foo::baz() {}\ntemplate <class T> T* a::Box<T>::get() { return 0; }\n",
+        ["1-5 namespace a", "2-4 namespace a.b", "3-3 method a.b.Foo.bar", "6-6 method a.b.Foo.baz",
+         "7-7 method a.Box.get"]),
+    "csharp: file-scoped namespace": (
+        "csharp", b"namespace Shop.Orders;\n\npublic class Order\n{\n    public void Pay() { }\n}\n",
+        ["1-1 namespace Shop.Orders", "3-6 class Shop.Orders.Order", "5-5 method Shop.Orders.Order.Pay"]),
+    "php: namespace statements, each up to the next": (
+        "php", b"<?php\nnamespace App\\Billing;\n\nclass Invoice {\n    public function total() { return 1; }\n}\n"
+               b"\nnamespace App\\Audit;\n\nfunction log() {}\n",
+        ["2-2 namespace App\\Billing", "4-6 class App\\Billing.Invoice",
+         "5-5 method App\\Billing.Invoice.total", "8-8 namespace App\\Audit", "10-10 function App\\Audit.log"]),
+    "scala: package clauses chain": (
+        "scala", b"package com.example\npackage jobs\n\nobject Runner {\n  def run(): Unit = ()\n}\n",
+        ["1-1 namespace com.example", "2-2 namespace com.example.jobs", "4-6 object com.example.jobs.Runner",
+         "5-5 method com.example.jobs.Runner.run"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SCOPE_FORMS))
+def test_scope_forms_qualify_names(case: str) -> None:
+    language, source, expected = SCOPE_FORMS[case]
+    facts = extract(language, source)
+    assert facts.status == "indexed"
+    assert _formatted(facts) == expected

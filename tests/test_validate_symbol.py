@@ -225,6 +225,49 @@ def test_skipped_file_of_the_language_counts_as_uncovered(repo, home):
     check(repo, home, mem, "deleted", None, None)
 
 
+# A partial file whose error is local (rule 3 of indexer/damage.py: the statement and its
+# neighbouring definitions) and that mentions the cited name far from it.
+LOCAL_ERROR_WITH_NAME = ("def uses():\n    return helper()\n\n\ndef a():\n    return 1\n\n\n"
+                         "x = 1 @ @\n\n\ndef b():\n    return 2\n")
+
+
+def test_partial_file_whose_damage_misses_the_name_clears_the_citation(repo, home, cited):
+    # Issue 15: the name occurs in the partial file, but nowhere near its damage region.
+    repo.write("src/retry.py", RETRY_WITHOUT_HELPER)
+    repo.write("src/local.py", LOCAL_ERROR_WITH_NAME)
+    repo.commit("delete helper, add a file with a local parse error")
+    res = check(repo, home, cited, "deleted", None, None)
+    assert res.coverage["python"]["partial"] == 1
+    # the same file with the mention inside the damaged statement: unknown again
+    repo.write("src/local.py", LOCAL_ERROR_WITH_NAME.replace("x = 1 @ @", "x = helper @ @"))
+    repo.commit("mention it in the broken statement")
+    check(repo, home, cited, "unknown", "incomplete-coverage", None)
+
+
+def test_relocation_into_a_partial_file_clear_of_its_damage(repo, home, cited):
+    repo.rm("src/retry.py")
+    repo.write("lib/moved.py", HELPER + "\n\n" + LOCAL_ERROR_WITH_NAME)
+    repo.commit("helper moves into a file with a local parse error")
+    check(repo, home, cited, "relocated", None, loc("lib/moved.py", 1, 2, handle("lib/moved.py", "helper")))
+
+
+def test_refinement_needs_the_cited_fragment(repo, home):
+    # Cited from a dirty edit that never reaches the object database: the fragment and body
+    # cannot be searched for, so only the plain byte search may clear the partial file.
+    repo.write("src/retry.py", RETRY)
+    repo.commit("c1")
+    repo.write("src/retry.py", RETRY.replace("return 42", "return 41"))  # dirty
+    index(repo, home)
+    mem = cite(home, repo, HELPER_REF)
+    repo.write("src/retry.py", RETRY_WITHOUT_HELPER)
+    repo.write("src/local.py", LOCAL_ERROR_WITH_NAME)
+    repo.commit("delete helper, add a file with a local parse error")
+    check(repo, home, mem, "unknown", "incomplete-coverage", None)
+    repo.write("src/local.py", LOCAL_ERROR_WITH_NAME.replace("helper", "other"))
+    repo.commit("the partial file no longer names it")
+    check(repo, home, mem, "deleted", None, None)
+
+
 def test_uncovered_file_of_another_language_does_not_block_deletion(repo, home, cited):
     repo.write("src/retry.py", RETRY_WITHOUT_HELPER)
     repo.write("docs/notes.txt", "helper() was removed\n")  # unsupported-language, not Python

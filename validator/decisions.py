@@ -9,9 +9,13 @@ one.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from enum import StrEnum
+from itertools import accumulate
 
 from citegraph.validator.model import (
+    CoverageEvidence,
+    FileCoverage,
     FileEvidence,
     Observation,
     Observed,
@@ -185,22 +189,23 @@ def _observed(row: SymbolRow) -> Observed:
 
 
 def decide_symbol(r: Receipt, ev: SymbolEvidence) -> Observation:
-    """SPEC §6.3 (coverage per §6.4 arrives as ``ev.coverage_ok``)."""
+    """SPEC §6.3 (coverage per §6.4 judged from ``ev.coverage``, or given as ``ev.coverage_ok``)."""
     if ev.at_handle is not None:
         if ev.at_handle.fragment_hash == r.fragment_hash:
             return Observation(r.id, "exact", None, _observed(ev.at_handle))
         return Observation(r.id, "changed", None, _observed(ev.at_handle))
+    covered = ev.coverage_ok if ev.coverage is None else coverage_suffices(ev.coverage)
     relocations = _distinct(ev.fragment_matches, r.handle)
     if len(relocations) > 1:
         return _unknown(r, Reason.AMBIGUOUS_RELOCATION)
     if len(relocations) == 1:
-        if not ev.coverage_ok:
+        if not covered:
             return _unknown(r, Reason.INCOMPLETE_COVERAGE)
         return Observation(r.id, "relocated", None, _observed(relocations[0]))
     successors = _distinct(ev.qname_matches + ev.body_matches, r.handle)
     if len(successors) > 1:
         return _unknown(r, Reason.AMBIGUOUS_SUCCESSOR)
-    if not ev.coverage_ok:
+    if not covered:
         return _unknown(r, Reason.INCOMPLETE_COVERAGE)
     if len(successors) == 1:
         return Observation(r.id, "changed", None, _observed(successors[0]))
@@ -213,6 +218,50 @@ def _distinct(rows: tuple[SymbolRow, ...], cited_handle: str | None) -> list[Sym
         if row.handle != cited_handle:
             seen.setdefault(row.handle, row)
     return [seen[h] for h in sorted(seen)]
+
+
+# --- coverage for a citation (SPEC §6.4) -------------------------------------------------
+
+
+# Skipped files whose bytes can never hold a definition (a symlink's are its target path;
+# a FIFO or device is not read).
+NEVER_DEFINITIONS = ("symlink", "not-regular")
+
+
+def coverage_suffices(c: CoverageEvidence) -> bool:
+    """A uniqueness or absence claim needs every non-indexed file of the cited language
+    proven unable to hold the evidence."""
+    if not c.inventory_complete or not c.has_name:
+        return False
+    return all(file_cleared(f) for f in c.files)
+
+
+def file_cleared(f: FileCoverage) -> bool:
+    """One partial/skipped file is cleared by the byte search (the name is not in its
+    bytes) or, partial, when no occurrence of the cited name, fragment or body lies within
+    or touches a damage region (the refinement; docs/coverage.md argues why)."""
+    if f.reason in NEVER_DEFINITIONS:
+        return True  # a link's bytes are a path, a FIFO or device has none
+    if not f.readable:
+        return False
+    if not f.name_found:
+        return True
+    if f.status != "partial" or not f.damage or f.occurrences is None:
+        return False  # skipped: nothing is known of its symbols; no regions: no refinement
+    return not touches_any(f.occurrences, f.damage)
+
+
+def touches_any(spans: tuple[tuple[int, int], ...], regions: tuple[tuple[int, int], ...]) -> bool:
+    """Does any half-open byte span [a, b) lie within or touch (share an end point with)
+    a region [s, e)? Regions in any order, overlapping or not."""
+    ordered = sorted(regions)
+    starts = [s for s, _ in ordered]
+    reach = list(accumulate((e for _, e in ordered), max))  # furthest end among regions so far
+    for a, b in spans:
+        i = bisect_right(starts, b) - 1  # the regions starting at or before b
+        if i >= 0 and reach[i] >= a:
+            return True
+    return False
 
 
 # --- aggregation (SPEC §6.5) -------------------------------------------------------------

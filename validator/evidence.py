@@ -9,9 +9,18 @@ import pyarrow as pa
 import pygit2
 
 from citegraph.graph.snapshot_reader import Snapshot
-from citegraph.indexer.extract import extract
+from citegraph.indexer.extract import blake3_hex, extract, name_offset
 from citegraph.indexer.paths import fs_path, stored_path
-from citegraph.validator.model import FileEvidence, Receipt, SpanEvidence, SymbolEvidence, SymbolRow
+from citegraph.validator import decisions
+from citegraph.validator.model import (
+    CoverageEvidence,
+    FileCoverage,
+    FileEvidence,
+    Receipt,
+    SpanEvidence,
+    SymbolEvidence,
+    SymbolRow,
+)
 from citegraph.validator.spans import find_span, hash_bytes, line_count, line_starts, span_bytes
 
 # Bounds of the "added since capture" search for spans whose file is gone.
@@ -45,7 +54,8 @@ class SnapshotEvidence:
     by_fragment: dict[str, list[SymbolRow]] = field(default_factory=dict)
     by_qname: dict[tuple[str, str, str], list[SymbolRow]] = field(default_factory=dict)
     by_body: dict[str, list[SymbolRow]] = field(default_factory=dict)
-    uncovered: dict[str, list[tuple[str, str, str | None]]] = field(default_factory=dict)
+    uncovered: dict[str, list[tuple[str, str, str, str | None]]] = field(default_factory=dict)
+    damage: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # partial path -> regions
     inventory_complete: bool = True
     _blob_cache: dict[str, bytes | None] = field(default_factory=dict)
 
@@ -94,11 +104,19 @@ class SnapshotEvidence:
                              "ORDER BY handle", t):
                 ev.by_body.setdefault(row[8], []).append(_sym(row))
             langs = sorted({r.language for r in syms if r.language})
-            for path, lang, blob, _status, reason in _rows(
+            partial: list[str] = []
+            for path, lang, blob, status, reason in _rows(
                     snap, "SELECT f.path, f.language, f.blob_id, f.status, f.reason FROM files f "
                     "SEMI JOIN _cited c ON f.language = c.l WHERE f.status <> 'indexed' ORDER BY f.path",
                     pa.table({"l": langs})):
-                ev.uncovered.setdefault(lang, []).append((path, blob, reason))
+                ev.uncovered.setdefault(lang, []).append((path, blob, status, reason))
+                if status == "partial":
+                    partial.append(path)
+            if partial:
+                for path, start, end in _rows(
+                        snap, "SELECT d.path, d.start_byte, d.end_byte FROM damage d SEMI JOIN _cited c "
+                        "ON d.path = c.p ORDER BY d.path, d.start_byte", pa.table({"p": partial})):
+                    ev.damage.setdefault(path, []).append((start, end))
         return ev
 
     # --- per citation ------------------------------------------------------------------
@@ -112,19 +130,46 @@ class SnapshotEvidence:
         return FileEvidence(self.files_at.get(r.path), tuple(self.paths_by_blob.get(r.blob_id, ())),
                             self.inventory_complete)
 
-    def coverage_ok(self, r: Receipt) -> bool:
-        """SPEC §6.4: every non-indexed file of the cited language is proven unable to hold
-        the evidence by an exact byte search for the cited name."""
+    def coverage(self, r: Receipt) -> CoverageEvidence:
+        """SPEC §6.4 evidence: every non-indexed file of the cited language, with where the
+        cited name, fragment and body occur in it and its damage regions (partial files)."""
         needle = (r.name or "").encode("utf-8", "surrogateescape")
-        if not self.inventory_complete or not needle:
-            return False
-        for _path, blob, reason in self.uncovered.get(r.language or "", []):
-            if reason in ("symlink", "not-regular"):
-                continue  # a link's bytes are a path, a FIFO or device has none: never a definition
+        files: list[FileCoverage] = []
+        needles: list[tuple[bytes, bytes, bytes] | None] = []  # computed on first need
+        for path, blob, status, reason in self.uncovered.get(r.language or "", []):
+            if reason in decisions.NEVER_DEFINITIONS or not needle:
+                files.append(FileCoverage(path, status, reason))
+                continue
             data = self.blob(blob)
-            if data is None or needle in data:
-                return False
-        return True
+            if data is None:
+                files.append(FileCoverage(path, status, reason, readable=False))
+                continue
+            found = needle in data
+            occurrences = None
+            if found and status == "partial":
+                if not needles:
+                    needles.append(self._needles(r, needle))
+                if needles[0] is not None:
+                    occurrences = occurrences_of(data, *needles[0])
+            files.append(FileCoverage(path, status, reason, True, found, occurrences,
+                                      tuple(self.damage.get(path, ()))))
+        return CoverageEvidence(self.inventory_complete, bool(needle), tuple(files))
+
+    def _needles(self, r: Receipt, name: bytes) -> tuple[bytes, bytes, bytes] | None:
+        """The cited name, fragment and body-after-the-name, from the cited blob's bytes
+        (checked against the receipt's hashes); None when they cannot be had."""
+        if r.start_byte is None or r.end_byte is None:
+            return None
+        data = self.blob(r.blob_id)
+        if data is None:
+            return None
+        fragment = data[r.start_byte:r.end_byte]
+        if blake3_hex(fragment) != r.fragment_hash:
+            return None
+        at = name_offset(fragment, name, r.body_hash or "")
+        if at is None:
+            return None
+        return name, fragment, fragment[at + len(name):]
 
     def symbol_evidence(self, r: Receipt) -> SymbolEvidence:
         at = self.sym_by_handle.get(r.handle or "")
@@ -135,7 +180,7 @@ class SnapshotEvidence:
             fragment_matches=tuple(self.by_fragment.get(r.fragment_hash or "", ())),
             qname_matches=tuple(self.by_qname.get((r.language or "", r.symbol_kind or "", r.qualified_name or ""), ())),
             body_matches=tuple(self.by_body.get(r.body_hash or "", ())),
-            coverage_ok=self.coverage_ok(r),
+            coverage=self.coverage(r),
         )
 
     def span_evidence(self, r: Receipt, repo: pygit2.Repository | None, snapshot_commit: str) -> SpanEvidence:
@@ -221,6 +266,32 @@ class SnapshotEvidence:
                 return True, False, []
             out.append((path, blob))
         return True, True, out
+
+
+_SPACE = frozenset(b" \t\r\n\f\v")
+
+
+def occurrences_of(data: bytes, name: bytes, fragment: bytes, body: bytes) -> tuple[tuple[int, int], ...]:
+    """Byte spans where a partial file could hold the cited symbol's evidence: every
+    occurrence of its name and of its fragment, and every occurrence of its body after the
+    name grown back over the non-blank bytes before it (where a renamed copy has its name).
+    An empty body occurs everywhere."""
+    spans: list[tuple[int, int]] = []
+    for needle in (name, fragment):
+        i = data.find(needle)
+        while i >= 0:
+            spans.append((i, i + len(needle)))
+            i = data.find(needle, i + 1)
+    if not body:
+        return ((0, len(data)),)
+    i = data.find(body)
+    while i >= 0:
+        j = i
+        while j > 0 and data[j - 1] not in _SPACE:
+            j -= 1
+        spans.append((j, i + len(body)))
+        i = data.find(body, i + 1)
+    return tuple(spans)
 
 
 def reextract_fragment(repo: pygit2.Repository | None, r: Receipt) -> str | None:

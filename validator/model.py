@@ -109,12 +109,37 @@ class SpanEvidence(NamedTuple):
     inventory_complete: bool = True  # False: the snapshot's inventory misses trees
 
 
+class FileCoverage(NamedTuple):
+    """One file of the cited language that is not `indexed`, as SPEC §6.4 sees it for one
+    citation (byte spans are half-open, damage regions as recorded at index time)."""
+
+    path: str
+    status: str  # partial | skipped
+    reason: str | None  # skip reason, or the construct of a partial file's first error
+    readable: bool = True  # its bytes could be read
+    name_found: bool = True  # the cited name occurs in its bytes
+    # every occurrence of the cited name, fragment and body (fragment after the name, grown
+    # back over the bytes a new name would take); None when they cannot be computed (the
+    # cited fragment's bytes are gone)
+    occurrences: tuple[tuple[int, int], ...] | None = None
+    damage: tuple[tuple[int, int], ...] = ()  # where the parse may be wrong (partial files)
+
+
+class CoverageEvidence(NamedTuple):
+    """What SPEC §6.4 judges for one symbol citation."""
+
+    inventory_complete: bool
+    has_name: bool  # the receipt names the symbol (a byte search needs a needle)
+    files: tuple[FileCoverage, ...] = ()  # the non-indexed files of the cited language
+
+
 class SymbolEvidence(NamedTuple):
     at_handle: SymbolRow | None
     fragment_matches: tuple[SymbolRow, ...] = ()  # other handles with the cited fragment hash
     qname_matches: tuple[SymbolRow, ...] = ()  # other handles with same (language, kind, qname)
     body_matches: tuple[SymbolRow, ...] = ()  # other handles with the same body hash
-    coverage_ok: bool = False  # SPEC §6.4 for this citation
+    coverage_ok: bool = False  # SPEC §6.4 for this citation, when ``coverage`` is not given
+    coverage: CoverageEvidence | None = None  # SPEC §6.4 evidence, judged by decisions.py
 
 
 @dataclass

@@ -5,10 +5,11 @@
 ; `const`/`constexpr` variables as constants, `#include`s and `using`
 ; declarations/directives, calls (`new` included) and base classes.
 ;
-; - Out-of-line definitions are qualified by the class written right before the member
-;   name (`a::Foo::bar` -> `Foo.bar`): @qualifier replaces the nesting prefix, so an
-;   enclosing or written namespace is not part of the name. They are kind `method` even
-;   when the qualifier is a namespace (`void ns::f() {}`), which syntax cannot tell apart.
+; - Out-of-line definitions are qualified by the
+;   written scope, nested under the enclosing namespace: `double render::Circle::area()`
+;   and `namespace render { double Circle::area() }` are both `render.Circle.area`. They
+;   are kind `method` even when the scope is a namespace (`void ns::f() {}`), which syntax
+;   cannot tell apart.
 ; - A typedef whose type is a struct/union/enum body is ONE symbol named by the typedef
 ;   name (as in C).
 ; - Declarations without a body are not symbols, except pure virtual methods (`= 0`).
@@ -145,23 +146,26 @@
   (#eq? @_zero "0")) @definition.function
 
 ; --- out-of-line member definitions: `Foo::bar`, `ns::Foo::bar`, `Foo<T>::bar` ----------------
+;
+; @qualifier is the whole written name (`ns::Foo<T>::bar`); the extractor keeps the scope
+; before @name (`ns.Foo`) and nests it under the enclosing namespace (qualifier_nests).
 
 (function_definition
   declarator: [
     (function_declarator
       declarator: (qualified_identifier
-        scope: [(namespace_identifier) @qualifier (template_type name: (type_identifier) @qualifier)]
-        name: [(identifier) (destructor_name) (operator_name)] @name))
+        scope: (_)
+        name: [(identifier) (destructor_name) (operator_name)] @name) @qualifier)
     (pointer_declarator
       declarator: (function_declarator
         declarator: (qualified_identifier
-          scope: [(namespace_identifier) @qualifier (template_type name: (type_identifier) @qualifier)]
-          name: [(identifier) (operator_name)] @name)))
+          scope: (_)
+          name: [(identifier) (operator_name)] @name) @qualifier))
     (reference_declarator
       (function_declarator
         declarator: (qualified_identifier
-          scope: [(namespace_identifier) @qualifier (template_type name: (type_identifier) @qualifier)]
-          name: [(identifier) (operator_name)] @name)))
+          scope: (_)
+          name: [(identifier) (operator_name)] @name) @qualifier))
   ]) @definition.method
 
 (function_definition
@@ -169,20 +173,44 @@
     (function_declarator
       declarator: (qualified_identifier
         name: (qualified_identifier
-          scope: [(namespace_identifier) @qualifier (template_type name: (type_identifier) @qualifier)]
-          name: [(identifier) (destructor_name) (operator_name)] @name)))
+          scope: (_)
+          name: [(identifier) (destructor_name) (operator_name)] @name)) @qualifier)
     (pointer_declarator
       declarator: (function_declarator
         declarator: (qualified_identifier
           name: (qualified_identifier
-            scope: [(namespace_identifier) @qualifier (template_type name: (type_identifier) @qualifier)]
-            name: [(identifier) (operator_name)] @name))))
+            scope: (_)
+            name: [(identifier) (operator_name)] @name)) @qualifier))
     (reference_declarator
       (function_declarator
         declarator: (qualified_identifier
           name: (qualified_identifier
-            scope: [(namespace_identifier) @qualifier (template_type name: (type_identifier) @qualifier)]
-            name: [(identifier) (operator_name)] @name))))
+            scope: (_)
+            name: [(identifier) (operator_name)] @name)) @qualifier))
+  ]) @definition.method
+
+(function_definition
+  declarator: [
+    (function_declarator
+      declarator: (qualified_identifier
+        name: (qualified_identifier
+          name: (qualified_identifier
+            scope: (_)
+            name: [(identifier) (destructor_name) (operator_name)] @name))) @qualifier)
+    (pointer_declarator
+      declarator: (function_declarator
+        declarator: (qualified_identifier
+          name: (qualified_identifier
+            name: (qualified_identifier
+              scope: (_)
+              name: [(identifier) (operator_name)] @name))) @qualifier))
+    (reference_declarator
+      (function_declarator
+        declarator: (qualified_identifier
+          name: (qualified_identifier
+            name: (qualified_identifier
+              scope: (_)
+              name: [(identifier) (operator_name)] @name))) @qualifier))
   ]) @definition.method
 
 ; --- constants ------------------------------------------------------------------------------

@@ -2,14 +2,17 @@
 ; `type`), methods, constructors and local functions, `const` fields as constants,
 ; `using` directives, calls (`new` included) and base lists.
 ;
-; - A file-scoped `namespace X;` does not enclose the declarations after it in the syntax
-;   tree, so it is not a symbol and does not qualify names (block namespaces do).
+; - A file-scoped `namespace X;` is a namespace symbol (its fragment is the statement) that
+;   qualifies every declaration after it (`@definition.namespace.rest`), like a block one.
 ; - Properties, events, indexers, operators and destructors are not symbols.
 
 ; --- namespaces and types -----------------------------------------------------------------
 
 (namespace_declaration
   name: [(identifier) (qualified_name)] @name) @definition.namespace
+
+(file_scoped_namespace_declaration
+  name: [(identifier) (qualified_name)] @name) @definition.namespace.rest
 
 (class_declaration
   name: (identifier) @name) @definition.class

@@ -1,6 +1,7 @@
-; Kotlin tags: classes (data/sealed/annotation/inner included), interfaces, enum
-; classes, objects and named companion objects, type aliases, functions (methods inside
-; a class/object/interface), `const val` properties as constants, imports, calls and
+; Kotlin tags (grammar: the tree-sitter-kotlin wheel, tree-sitter-grammars 1.x, where names
+; are `identifier` fields): classes (data/sealed/annotation/inner included), interfaces,
+; enum classes, objects and named companion objects, type aliases, functions (methods
+; inside a class/object/interface), `const val` properties as constants, imports, calls and
 ; supertypes (delegation specifiers).
 ;
 ; - A companion object without a name is not a symbol: its members are qualified by the
@@ -16,72 +17,72 @@
 ; --- types ----------------------------------------------------------------------------------
 
 (class_declaration
-  "enum"
-  (type_identifier) @name) @definition.enum
+  (modifiers (class_modifier "enum"))
+  name: (identifier) @name) @definition.enum
 
 (class_declaration
   "interface"
-  (type_identifier) @name) @definition.interface
+  name: (identifier) @name) @definition.interface
 
 (class_declaration
   "class"
-  (type_identifier) @name) @definition.class
+  name: (identifier) @name) @definition.class
 
 (object_declaration
-  (type_identifier) @name) @definition.object
+  name: (identifier) @name) @definition.object
 
 (companion_object
-  (type_identifier) @name) @definition.object
+  name: (identifier) @name) @definition.object
 
 (type_alias
-  (type_identifier) @name) @definition.type
+  type: (identifier) @name) @definition.type
 
 ; --- functions ------------------------------------------------------------------------------
 
 ; Extension functions are qualified by their receiver type (`fun Note.preview()` ->
 ; `Note.preview`, kind `function`), so same-named extensions of different types differ.
 (function_declaration
-  (receiver_type
-    [
-      (user_type (type_identifier) @qualifier .)
-      (user_type (type_identifier) @qualifier . (type_arguments))
-      (nullable_type (user_type (type_identifier) @qualifier .))
-      (nullable_type (user_type (type_identifier) @qualifier . (type_arguments)))
-    ])
-  (simple_identifier) @name) @definition.function
+  [
+    (user_type (identifier) @qualifier .)
+    (user_type (identifier) @qualifier . (type_arguments))
+    (nullable_type (user_type (identifier) @qualifier .))
+    (nullable_type (user_type (identifier) @qualifier . (type_arguments)))
+  ]
+  .
+  name: (identifier) @name) @definition.function
 
 (function_declaration
-  (simple_identifier) @name) @definition.function
+  name: (identifier) @name) @definition.function
 
 ; --- constants ------------------------------------------------------------------------------
 
 (property_declaration
   (modifiers (property_modifier) @_const)
-  (variable_declaration (simple_identifier) @name)
+  (variable_declaration (identifier) @name)
   (#eq? @_const "const")) @definition.constant
 
 ; --- imports --------------------------------------------------------------------------------
 
-(import_header
-  (identifier) @name) @reference.import
+(import
+  (qualified_identifier) @name) @reference.import
 
 ; --- calls ----------------------------------------------------------------------------------
 
 (call_expression
   .
   [
-    (simple_identifier) @name
-    (navigation_expression (navigation_suffix (simple_identifier) @name) .)
+    (identifier) @name
+    (navigation_expression (identifier) @name .)
   ]) @reference.call
 
 ; --- inheritance ----------------------------------------------------------------------------
 
 (delegation_specifier
   [
-    (user_type (type_identifier) @name .)
-    (user_type (type_identifier) @name . (type_arguments))
-    (constructor_invocation (user_type (type_identifier) @name .))
-    (constructor_invocation (user_type (type_identifier) @name . (type_arguments)))
-    (explicit_delegation (user_type (type_identifier) @name .))
-    (explicit_delegation (user_type (type_identifier) @name . (type_arguments)))
+    (user_type (identifier) @name .)
+    (user_type (identifier) @name . (type_arguments))
+    (constructor_invocation (user_type (identifier) @name .))
+    (constructor_invocation (user_type (identifier) @name . (type_arguments)))
+    (explicit_delegation (user_type (identifier) @name .))
+    (explicit_delegation (user_type (identifier) @name . (type_arguments)))
   ]) @reference.inherit

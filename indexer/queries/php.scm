@@ -3,15 +3,20 @@
 ; `require`/`include`, calls (`new` included), and extends / implements / trait `use` as
 ; inheritance.
 ;
-; - The statement form `namespace App\Models;` does not enclose the declarations after it
-;   in the syntax tree, so it is not a symbol and does not qualify names; the braced form
-;   `namespace App\Models { ... }` does (its name keeps the backslashes).
+; - The statement form `namespace App\Models;` is a namespace symbol (its fragment is the
+;   statement) that qualifies the declarations after it up to the next namespace statement
+;   (`@definition.namespace.rest`), like the braced form `namespace App\Models { ... }`;
+;   names keep their backslashes.
 
 ; --- namespaces and types -------------------------------------------------------------------
 
 (namespace_definition
   name: (namespace_name) @name
   body: (compound_statement)) @definition.namespace
+
+(namespace_definition
+  name: (namespace_name) @name
+  !body) @definition.namespace.rest
 
 (class_declaration
   name: (name) @name) @definition.class

@@ -3,8 +3,9 @@
 ; included; methods inside a class/object/trait), `val`s of an object or at top level as
 ; constants, imports, calls (`new` included) and extends / with clauses.
 ;
-; - `package a.b` without braces does not enclose the file in the syntax tree, so it is
-;   not a symbol and does not qualify names; `package a { ... }` does.
+; - `package a.b` without braces is a namespace symbol (its fragment is the clause) that
+;   qualifies everything after it (`@definition.namespace.rest`); clauses chain as in Scala
+;   (`package a` then `package b` -> `a.b`), like braced `package a { ... }`.
 ; - An import edge names the imported entity: the last path segment (`import a.b.C` ->
 ;   `C`), each selector (`import a.{B, C => D}` -> `B`, `C`), or the package for a
 ;   wildcard (`import a.b._` -> `b`): the grammar has no node spanning the dotted path.
@@ -14,6 +15,10 @@
 (package_clause
   name: (package_identifier) @name
   body: (_)) @definition.namespace
+
+(package_clause
+  name: (package_identifier) @name
+  !body) @definition.namespace.rest
 
 (object_definition
   name: (identifier) @name) @definition.object
