@@ -559,7 +559,10 @@ def _delta_plan(target: _Target, rs: RepoStore, base: dict[str, Any], out: duckd
         # Dirty rows, and transient skips (a blob missing then, a parse that timed out),
         # are redone as a clean build would; read through they would go stale.
         base_redo = [r[0] for r in out.execute(
-            "SELECT path FROM base.files WHERE dirty OR reason IN ('parse-timeout', 'missing-blob')"
+            "SELECT path FROM base.files WHERE dirty OR reason IN ('parse-timeout', 'missing-blob') "
+            # A full overlay lists the commit paths its worktree had deleted: they are
+            # missing from its rows, and a clean build of the next state may hold them.
+            "UNION SELECT path FROM base.overrides"
         ).fetchall()]
     except duckdb.Error:
         return None  # a damaged base (corrupt or foreign file): build in full
@@ -633,6 +636,12 @@ def _assemble(target: _Target, rs: RepoStore, stats: BuildStats, progress: Progr
         _bulk(out, "files", fcols)
         if plan.overrides:
             _bulk(out, "overrides", {"path": plan.overrides})
+        elif plan.base is None and target.state and target.state.dirty:
+            # A full overlay: record the paths of its commit that the worktree deleted, so
+            # that a delta built over it redoes them (readers of a full snapshot ignore this).
+            deleted = sorted(p for p, blob in target.state.dirty_paths if blob is None)
+            if deleted:
+                _bulk(out, "overrides", {"path": deleted})
         dirty_blobs = sorted({r.entry.blob_id for r in rows if r.entry.dirty and r.entry.blob_id in plan.contents})
         if dirty_blobs:
             _bulk(out, "contents", {"blob_id": dirty_blobs, "data": [plan.contents[b] for b in dirty_blobs]})

@@ -8,6 +8,7 @@ bounded time and then reported as a retryable error.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
@@ -192,8 +193,10 @@ class MemoryStore:
     @staticmethod
     def keep_open_between_calls(seconds: float) -> None:
         """For a long-running process (the service): keep this process's connection to a
-        store for ``seconds`` after its last call (see _Gate)."""
+        store for ``seconds`` after its last call (see _Gate); 0 closes idle ones now."""
         _Gate.linger_s = max(0.0, float(seconds))
+        if _Gate.linger_s == 0:
+            close_idle_connections()
 
     @classmethod
     def _connect(cls, home: Home, read_write: bool, deadline: float) -> duckdb.DuckDBPyConnection:
@@ -505,6 +508,20 @@ class _Gate:
 
 _GATES: dict[str, _Gate] = {}
 _GATES_LOCK = threading.Lock()
+
+
+def close_idle_connections() -> None:
+    """Close every lingering connection nobody uses (at exit, or when lingering stops):
+    a DuckDB connection must not be left to interpreter shutdown and daemon threads."""
+    with _GATES_LOCK:
+        gates = list(_GATES.values())
+    for g in gates:
+        with g.cond:
+            if g.users == 0 and g.con is not None:
+                g._close()
+
+
+atexit.register(close_idle_connections)
 
 
 def _gate(path: Any) -> _Gate:

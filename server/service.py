@@ -337,6 +337,9 @@ class Service:
             self._cond.notify_all()
 
     def close(self) -> None:
+        from citegraph.memory.store import MemoryStore
+
+        MemoryStore.keep_open_between_calls(0.0)  # and close what lingers
         self.stop.set()
         with self._cond:
             self._cond.notify_all()
