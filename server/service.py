@@ -162,7 +162,8 @@ class Service:
                 w.changed_mono = now
                 if w.first_mono is None:
                     w.first_mono = now
-                w.not_before = 0.0
+                # New events supersede a retry backoff: the state moved on.
+                w.not_before, w.failures = 0.0, 0
                 self._cond.notify_all()
 
     # --- builds -----------------------------------------------------------------------------
@@ -206,7 +207,10 @@ class Service:
             for w in due:
                 if self.stop.is_set():
                     break
-                self.build(w)
+                try:
+                    self.build(w)
+                except Exception as exc:  # noqa: BLE001 - a bug in one build must not end the builder
+                    self._failed(w, f"citegraph: build failed: {type(exc).__name__}: {exc}", True)
 
     def build(self, w: Watched) -> dict[str, Any] | None:
         """Build (or find ready) the snapshot of the worktree's state as the watcher knows it."""
@@ -276,7 +280,7 @@ class Service:
         with self._cond:
             if retryable:
                 w.want = True
-                w.not_before = time.monotonic() + min(0.1 * 2 ** (w.failures - 1), 10.0)
+                w.not_before = time.monotonic() + min(0.1 * 2 ** min(w.failures - 1, 8), 10.0)
             self._cond.notify_all()
         self.log("retry" if retryable else "error", f"{line.removeprefix('citegraph: ')} repo={w.live.root}",
                  repo=str(w.live.root), message=line)
