@@ -11,7 +11,14 @@ import pygit2
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.indexer.extract import extract
 from citegraph.indexer.paths import fs_path, stored_path
-from citegraph.validator.model import FileEvidence, Receipt, SpanEvidence, SymbolEvidence, SymbolRow
+from citegraph.validator.model import (
+    AtHandleColumns,
+    FileEvidence,
+    Receipt,
+    SpanEvidence,
+    SymbolEvidence,
+    SymbolRow,
+)
 from citegraph.validator.spans import find_span, hash_bytes, line_count, line_starts, span_bytes
 
 # Bounds of the "added since capture" search for spans whose file is gone.
@@ -221,6 +228,23 @@ class SnapshotEvidence:
                 return True, False, []
             out.append((path, blob))
         return True, True, out
+
+
+def at_handle_columns(snap: Snapshot, receipts: list[Receipt]) -> AtHandleColumns:
+    """Batch validation's one SQL pass (SPEC §6.6): the symbol at every cited handle, as
+    columns aligned with ``receipts`` (symbol receipts). What decides the rows whose handle
+    exists (``decisions.decide_symbols_at_handle``); the others need ``SnapshotEvidence``."""
+    t = pa.table({"i": pa.array(range(len(receipts)), pa.int64()), "h": [r.handle for r in receipts]})
+    snap.con.register("_cited", t)
+    try:
+        got = snap.con.sql("SELECT s.fragment_hash, s.path, s.start_line, s.end_line FROM _cited c "
+                           "LEFT JOIN symbols s ON s.handle = c.h ORDER BY c.i").to_arrow_table()
+    finally:
+        snap.con.unregister("_cited")
+    if got.num_rows != len(receipts):  # a handle twice in one snapshot: leave every row to the table
+        none: list = [None] * len(receipts)
+        return AtHandleColumns(none, none, none, none)
+    return AtHandleColumns(*(got.column(k).to_pylist() for k in ("fragment_hash", "path", "start_line", "end_line")))
 
 
 def reextract_fragment(repo: pygit2.Repository | None, r: Receipt) -> str | None:

@@ -36,7 +36,7 @@ from citegraph.graph.store import Home
 from citegraph.indexer.errors import CitegraphError
 from citegraph.indexer.extract import EXTRACTOR_VERSION
 from citegraph.validator import decisions
-from citegraph.validator.evidence import SnapshotEvidence, reextract_fragment
+from citegraph.validator.evidence import SnapshotEvidence, at_handle_columns, reextract_fragment
 from citegraph.validator.model import OUTCOMES, MemoryVerdict, Observation, Receipt
 
 MAX_REPO_CONCURRENCY = 4  # SPEC §8: repositories read at once (plan and run)
@@ -234,7 +234,10 @@ def plan(home: Home, items: list[MemoryInput], scope: Scope, *, max_citations: i
         if o is not None:
             decided[r.id] = o
         else:
-            groups.setdefault(r.repository_id, Group(routes[r.repository_id].read)).receipts.append(r)
+            g = groups.get(r.repository_id)
+            if g is None:
+                g = groups[r.repository_id] = Group(routes[r.repository_id].read)
+            g.receipts.append(r)
     legacy = scope.members.get(scope.paths[0][0]) if need_legacy and scope.paths else None
     return Plan(items, scope, receipts, decided, groups, limited, invalid, validated, len(admitted), legacy)
 
@@ -284,8 +287,9 @@ def _run_group(g: Group, source: StateSource, cache: ObservationCache | None) ->
     if todo:
         try:
             with Snapshot.open(cur.store, cur.snapshot_id, cur.repo) as snap:
-                ev = SnapshotEvidence.gather(snap, todo)
                 extractor = snap.entry.get("extractor_version", EXTRACTOR_VERSION)
+                todo = _decide_at_handles(snap, todo, extractor, out, fresh)
+                ev = SnapshotEvidence.gather(snap, todo)
                 for r in todo:
                     o = decide(r, ev, cur, extractor)
                     out[r.id] = o
@@ -298,6 +302,26 @@ def _run_group(g: Group, source: StateSource, cache: ObservationCache | None) ->
     if cache is not None and fresh and not moved:  # a racing answer is never cached
         cache.put_many(cur.snapshot_id, fresh)
     return {o.citation_id: o for o in final}
+
+
+def _decide_at_handles(snap: Snapshot, todo: list[Receipt], extractor: str, out: dict[str, Observation],
+                       fresh: list[Observation]) -> list[Receipt]:
+    """Batch path (SPEC §6.6): the symbol citations whose handle exists in the snapshot —
+    most of them — decided in one SQL pass and one vectorised table
+    (``decisions.decide_symbols_at_handle``). Returns the receipts left for ``decide``:
+    files, spans, symbols of another extractor version and symbols whose handle is gone."""
+    batch, rest = [], []
+    for r in todo:
+        (batch if r.kind == "symbol" and not decisions.needs_reextraction(r, extractor) else rest).append(r)
+    if not batch:
+        return rest
+    for r, o in zip(batch, decisions.decide_symbols_at_handle(batch, at_handle_columns(snap, batch)), strict=True):
+        if o is None:
+            rest.append(r)
+        else:
+            out[r.id] = o
+            fresh.append(o)
+    return rest
 
 
 def decide(r: Receipt, ev: SnapshotEvidence, cur: CurrentState, snapshot_extractor: str) -> Observation:
