@@ -351,7 +351,7 @@ def _classify(rep: CheckReport, repo: Any, mems: list[Memory], items: list[pipel
             r = receipts[h.citation_id]
             f = Finding(h.outcome, memory, r, b, h, scopes[(m.id, r.id)])
             if kind == "finding":
-                f.location = _location(repo, f, changes, hunks)
+                f.location = _location(repo, f, changes, hunks, rep.base.commit or "", rep.head.commit or "")
                 f.next_step = NEXT_STEP.get(h.reason) if h.outcome == "unknown" else None
                 rep.findings.append(f)
             else:
@@ -362,7 +362,7 @@ def _classify(rep: CheckReport, repo: Any, mems: list[Memory], items: list[pipel
 
 
 def _location(repo: Any, f: Finding, changes: dict[str, diff_scope.PathChange],
-              hunks: dict[str, list[diff_scope.Hunk]]) -> dict[str, Any]:
+              hunks: dict[str, list[diff_scope.Hunk]], base_commit: str, head_commit: str) -> dict[str, Any]:
     """SARIF location of a finding: the head-side lines of the change that broke the
     citation; the new place of a relocation or successor; file-level on the base path when
     the cited file is gone."""
@@ -370,8 +370,11 @@ def _location(repo: Any, f: Finding, changes: dict[str, diff_scope.PathChange],
     ob = h.observed
 
     def at(path: str, start: int | None, end: int | None, side: str = "head") -> dict[str, Any]:
-        return {"path": path, "start_line": start or 1, "end_line": end or start or 1, "side": side,
-                "file_level": start is None}
+        end_line = end or start or 1
+        commit = head_commit if side == "head" else base_commit
+        return {"path": path, "start_line": start or 1, "end_line": end_line, "side": side,
+                "file_level": start is None,
+                "end_column": 1 if start is None else diff_scope.line_end_column(repo, commit, path, end_line)}
 
     if f.rule == "relocated" and ob:
         return at(ob.path, ob.start_line, ob.end_line)

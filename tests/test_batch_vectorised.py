@@ -13,7 +13,14 @@ from validation_helpers import index
 from citegraph.validator import decisions as d
 from citegraph.validator import pipeline
 from citegraph.validator.capture import capture
-from citegraph.validator.model import AtHandleColumns, Observation, Observed, Receipt, SymbolEvidence, SymbolRow
+from citegraph.validator.model import (
+    AtHandleColumns,
+    Observation,
+    Observed,
+    Receipt,
+    SymbolEvidence,
+    SymbolRow,
+)
 
 HANDLES = [f"cgs_{i:032x}" for i in range(4)]
 FRAGMENTS = ["f0", "f1", "f2"]

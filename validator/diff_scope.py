@@ -33,7 +33,7 @@ import pygit2
 
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.indexer.config import CONFIG_FILE
-from citegraph.indexer.paths import stored_path
+from citegraph.indexer.paths import fs_path, stored_path
 from citegraph.validator.model import Observation, Receipt
 
 MAX_NAME_SEARCH_BYTES = 64 << 20  # uncovered changed files searched for cited names, in all
@@ -107,7 +107,7 @@ def uncovered_blobs(base: SideRows, head: SideRows) -> dict[str, set[str]]:
     """{language: blob ids} of changed files that are not ``indexed`` on one side: the files
     a coverage judgement (§6.4) could read differently at base and at head."""
     out: dict[str, set[str]] = {}
-    for path, blob, language, status in base.files + head.files:
+    for _path, blob, language, status in base.files + head.files:
         if language and status != "indexed":
             out.setdefault(language, set()).add(blob)
     return out
@@ -246,6 +246,19 @@ def line_hunks(repo: pygit2.Repository, old_blob: str | None, new_blob: str | No
     except (KeyError, ValueError, pygit2.GitError, AttributeError):
         return []
     return [Hunk(h.old_start, h.old_lines, h.new_start, h.new_lines) for h in patch.hunks]
+
+
+def line_end_column(repo: pygit2.Repository, commit: str, path: str, line: int) -> int:
+    """1 + the length (in characters) of ``line`` of ``path`` at ``commit``: a SARIF region's
+    ``endColumn`` covering the whole line; 1 if unreadable."""
+    try:
+        data = (repo[commit].peel(pygit2.Tree) / fs_path(path)).data
+    except (KeyError, ValueError, TypeError, pygit2.GitError, AttributeError):
+        return 1
+    lines = data.split(b"\n")
+    if not 1 <= line <= len(lines):
+        return 1
+    return len(lines[line - 1].rstrip(b"\r").decode("utf-8", "replace")) + 1
 
 
 def line_count(repo: pygit2.Repository, blob: str) -> int:
