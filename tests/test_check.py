@@ -386,3 +386,34 @@ def test_quote_keeps_memory_text_as_data():
     assert chk.quote('say "hi"\n\tnow\\') == r'"say \"hi\" now\\"'
     assert len(chk.quote("x" * 500)) == chk.MAX_QUOTE + 2
     assert re.fullmatch(r'"[^\x00-\x1f]*"', chk.quote("a\x00b\x1bc"))
+
+
+def test_json_outputs_match_the_schema(world, make_repo, home):
+    import jsonschema
+
+    from citegraph.memory.check import run_check
+
+    schema = json.loads((__import__("pathlib").Path(__file__).resolve().parent.parent / "docs" / "schemas" /
+                         "check.schema.json").read_text())
+    v = jsonschema.Draft202012Validator(schema)
+    v.check_schema(schema)
+    docs = [run_check(world.home, base="main", head=h, repo_path=world.repo.root).to_json()
+            for h in ("pr", "unrelated")]
+    docs.append(run_check(world.home, base="e" * 40, head="pr", repo_path=world.repo.root).to_json())
+    # a change that makes a deleted citation exact again (resolved) and leaves a changed one (unchanged)
+    r = make_repo("schema")
+    r.write("a.py", "def f():\n    return 1\n\n\ndef g():\n    return 1\n")
+    r.commit("c1")
+    index(r, home)
+    cite(home, r, "a.py::f", "a.py::g", topic="t")
+    r.write("a.py", "def g():\n    return 2\n")
+    r.commit("break")
+    r.write("a.py", "def f():\n    return 1\n\n\ndef g():\n    return 3\n")
+    r.commit("restore f")
+    mixed = run_check(home, base="HEAD~1", repo_path=r.root).to_json()
+    assert [f["citation"]["ref"] for f in mixed["resolved"]] == ["a.py::f"]
+    assert [f["citation"]["ref"] for f in mixed["unchanged"]] == ["a.py::g"]
+    docs.append(mixed)
+    for d in docs:
+        v.validate(d)
+    assert {d["status"] for d in docs} == {"findings", "clean", "unknown"}
