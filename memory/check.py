@@ -33,7 +33,7 @@ from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.graph.store import Home
 from citegraph.indexer import gitrepo
 from citegraph.indexer.errors import CitegraphError
-from citegraph.memory.store import Memory, MemoryStore
+from citegraph.memory.store import MEMORY_COLS, RECEIPT_FIELDS, Memory, MemoryStore
 from citegraph.validator import diff_scope, pipeline
 from citegraph.validator.decisions import Reason
 from citegraph.validator.model import Observation, Receipt
@@ -273,8 +273,8 @@ WHERE m.status = 'active' AND c.repository_id = $rid {project}
 def _affected_memories(ms: MemoryStore, repo: Any, hsnap: Snapshot, rid: str, project: str | None,
                        changes: list[diff_scope.PathChange], bside: diff_scope.SideRows,
                        hside: diff_scope.SideRows) -> tuple[list[Memory], dict[str, int], diff_scope.Touched]:
-    """The memories with a citation the diff may touch, asked of the store by the diff's keys
-    (the store's SQL pre-selects; ``scope_reason`` decides per citation)."""
+    """The memories with a citation the diff may touch, with only those citations, asked of
+    the store by the diff's keys (the SQL pre-selects; ``scope_reason`` decides per citation)."""
     params: dict[str, Any] = {"rid": rid}
     cur = _CURRENT.format(project="AND m.project = $project" if project else "")
     if project:
@@ -295,8 +295,9 @@ def _affected_memories(ms: MemoryStore, repo: Any, hsnap: Snapshot, rid: str, pr
         hits = diff_scope.names_in_blobs(repo, uncovered, names)
     touched = diff_scope.touched_keys(changes, bside, hside, uncovered_names=hits, gone_span_paths=gone)
     keys: list[tuple[str, str]] = []
+    cols = ", ".join(("memory_id", "position", *RECEIPT_FIELDS))
     if touched.everything is not None:
-        where_sql = "TRUE"
+        hit = f"SELECT {cols} FROM ({cur})"
     else:
         keys = [("path", p) for p in touched.paths] + [("blob", b) for b in touched.blobs]
         keys += [("frag", f) for f in touched.fragments] + [("body", b) for b in touched.bodies]
@@ -304,32 +305,38 @@ def _affected_memories(ms: MemoryStore, repo: Any, hsnap: Snapshot, rid: str, pr
         keys += [("name", "\0".join(h)) for h in touched.uncovered_names]
         if not keys:
             return [], counts, touched
+        # Only the citation rows matching a key (a memory's other citations are untouched).
         hit = f"""WITH cur AS ({cur})
-            SELECT memory_id FROM cur WHERE path IN (SELECT v FROM _check_keys WHERE k = 'path')
-            UNION SELECT memory_id FROM cur WHERE kind <> 'symbol'
+            SELECT {cols} FROM cur WHERE path IN (SELECT v FROM _check_keys WHERE k = 'path')
+            UNION SELECT {cols} FROM cur WHERE kind <> 'symbol'
                 AND blob_id IN (SELECT v FROM _check_keys WHERE k = 'blob')
-            UNION SELECT memory_id FROM cur WHERE kind = 'span' AND path IN (SELECT v FROM _check_keys WHERE k = 'gone')
-            UNION SELECT memory_id FROM cur WHERE kind = 'symbol' AND (
+            UNION SELECT {cols} FROM cur WHERE kind = 'span'
+                AND path IN (SELECT v FROM _check_keys WHERE k = 'gone')
+            UNION SELECT {cols} FROM cur WHERE kind = 'symbol' AND (
                 fragment_hash IN (SELECT v FROM _check_keys WHERE k = 'frag')
                 OR body_hash IN (SELECT v FROM _check_keys WHERE k = 'body')
                 OR concat_ws(chr(0), language, symbol_kind, qualified_name) IN
                     (SELECT v FROM _check_keys WHERE k = 'qname')
                 OR concat_ws(chr(0), language, name) IN (SELECT v FROM _check_keys WHERE k = 'name'))"""
-        where_sql = f"c.memory_id IN ({hit})"
     con.register("_check_keys", pa.table({"k": pa.array([k for k, _ in keys], pa.string()),
                                           "v": pa.array([v for _, v in keys], pa.string())}))
     try:
-        ids = [r[0] for r in con.execute(f"SELECT DISTINCT memory_id FROM ({cur}) c WHERE {where_sql} ORDER BY 1",
-                                         params).fetchall()]
+        rows = con.execute(f"SELECT * FROM ({hit}) ORDER BY memory_id, position", params).fetchall()
     finally:
         con.unregister("_check_keys")
-    if not ids:
+    if not rows:
         return [], counts, touched
+    ids = sorted({r[0] for r in rows})
     con.register("_check_ids", pa.table({"id": ids}))
     try:
-        mems = ms.load(where="id IN (SELECT id FROM _check_ids)", order="id")
+        mems = [Memory(*row) for row in con.execute(
+            f"SELECT {', '.join(MEMORY_COLS)} FROM memories WHERE id IN (SELECT id FROM _check_ids) ORDER BY id")
+            .fetchall()]
     finally:
         con.unregister("_check_ids")
+    by_id = {m.id: m for m in mems}
+    for row in rows:
+        by_id[row[0]].citations.append(Receipt(**dict(zip(RECEIPT_FIELDS, row[2:], strict=True))))
     return mems, counts, touched
 
 
@@ -339,6 +346,7 @@ def _classify(rep: CheckReport, repo: Any, mems: list[Memory], items: list[pipel
     by_id = {m.id: m for m in mems}
     base_obs = {(v.memory_id, o.citation_id): o for v in at_base.verdicts for o in v.observations}
     hunks: dict[str, list[diff_scope.Hunk]] = {}
+    lines = diff_scope.LineLengths(repo)
     for v in at_head.verdicts:
         m = by_id[v.memory_id]
         receipts = {r.id: r for r in m.citations}
@@ -351,7 +359,7 @@ def _classify(rep: CheckReport, repo: Any, mems: list[Memory], items: list[pipel
             r = receipts[h.citation_id]
             f = Finding(h.outcome, memory, r, b, h, scopes[(m.id, r.id)])
             if kind == "finding":
-                f.location = _location(repo, f, changes, hunks, rep.base.commit or "", rep.head.commit or "")
+                f.location = _location(repo, f, changes, hunks, rep.base.commit or "", rep.head.commit or "", lines)
                 f.next_step = NEXT_STEP.get(h.reason) if h.outcome == "unknown" else None
                 rep.findings.append(f)
             else:
@@ -362,7 +370,8 @@ def _classify(rep: CheckReport, repo: Any, mems: list[Memory], items: list[pipel
 
 
 def _location(repo: Any, f: Finding, changes: dict[str, diff_scope.PathChange],
-              hunks: dict[str, list[diff_scope.Hunk]], base_commit: str, head_commit: str) -> dict[str, Any]:
+              hunks: dict[str, list[diff_scope.Hunk]], base_commit: str, head_commit: str,
+              lines: diff_scope.LineLengths) -> dict[str, Any]:
     """SARIF location of a finding: the head-side lines of the change that broke the
     citation; the new place of a relocation or successor; file-level on the base path when
     the cited file is gone."""
@@ -370,11 +379,13 @@ def _location(repo: Any, f: Finding, changes: dict[str, diff_scope.PathChange],
     ob = h.observed
 
     def at(path: str, start: int | None, end: int | None, side: str = "head") -> dict[str, Any]:
-        end_line = end or start or 1
         commit = head_commit if side == "head" else base_commit
-        return {"path": path, "start_line": start or 1, "end_line": end_line, "side": side,
-                "file_level": start is None,
-                "end_column": 1 if start is None else diff_scope.line_end_column(repo, commit, path, end_line)}
+        last = max(1, len(lines.lines(commit, path))) if start is not None else 1
+        start_line = min(start or 1, last)
+        end_line = min(max(end or start or 1, start_line), last)
+        end_column = lines.length(commit, path, end_line) + 1 if start is not None else 1
+        return {"path": path, "start_line": start_line, "end_line": end_line, "side": side,
+                "file_level": start is None, "end_column": end_column}
 
     if f.rule == "relocated" and ob:
         return at(ob.path, ob.start_line, ob.end_line)
@@ -392,8 +403,7 @@ def _location(repo: Any, f: Finding, changes: dict[str, diff_scope.PathChange],
         head_s, head_e = (ob.start_line, ob.end_line) if ob and ob.path == r.path and ob.start_line else (None, None)
         region = diff_scope.head_region(hunks[r.path], old_s, old_e, head_s, head_e)
         if region is not None:
-            last = diff_scope.line_count(repo, ch.new_blob)
-            return at(r.path, min(region[0], last), min(region[1], last))
+            return at(r.path, region[0], region[1])
         if head_s:
             return at(r.path, head_s, head_e)
         return at(r.path, None, None)

@@ -248,26 +248,31 @@ def line_hunks(repo: pygit2.Repository, old_blob: str | None, new_blob: str | No
     return [Hunk(h.old_start, h.old_lines, h.new_start, h.new_lines) for h in patch.hunks]
 
 
-def line_end_column(repo: pygit2.Repository, commit: str, path: str, line: int) -> int:
-    """1 + the length (in characters) of ``line`` of ``path`` at ``commit``: a SARIF region's
-    ``endColumn`` covering the whole line; 1 if unreadable."""
-    try:
-        data = (repo[commit].peel(pygit2.Tree) / fs_path(path)).data
-    except (KeyError, ValueError, TypeError, pygit2.GitError, AttributeError):
-        return 1
-    lines = data.split(b"\n")
-    if not 1 <= line <= len(lines):
-        return 1
-    return len(lines[line - 1].rstrip(b"\r").decode("utf-8", "replace")) + 1
+class LineLengths:
+    """Lines of files at commits, read once each: what a location needs to stay inside its
+    file and to end at the end of its last line."""
 
+    def __init__(self, repo: pygit2.Repository) -> None:
+        self.repo = repo
+        self._trees: dict[str, pygit2.Tree] = {}
+        self._cache: dict[tuple[str, str], list[bytes]] = {}
 
-def line_count(repo: pygit2.Repository, blob: str) -> int:
-    """Lines of a blob (at least 1: a location needs a line)."""
-    try:
-        data = repo[blob].data
-    except (KeyError, ValueError, pygit2.GitError, AttributeError):
-        return 1
-    return max(1, data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1))
+    def lines(self, commit: str, path: str) -> list[bytes]:
+        key = (commit, path)
+        if key not in self._cache:
+            try:
+                if commit not in self._trees:
+                    self._trees[commit] = self.repo[commit].peel(pygit2.Tree)
+                data = (self._trees[commit] / fs_path(path)).data
+            except (KeyError, ValueError, TypeError, pygit2.GitError, AttributeError):
+                data = b""
+            self._cache[key] = data.splitlines()
+        return self._cache[key]
+
+    def length(self, commit: str, path: str, line: int) -> int:
+        """Characters of 1-based ``line`` (without its line break); 0 if there is none."""
+        lines = self.lines(commit, path)
+        return len(lines[line - 1].rstrip(b"\r").decode("utf-8", "replace")) if 1 <= line <= len(lines) else 0
 
 
 def head_region(hunks: list[Hunk], old_start: int | None, old_end: int | None,

@@ -35,7 +35,7 @@ from citegraph.graph.snapshot_reader import DamagedSnapshot, Snapshot
 from citegraph.graph.store import Home
 from citegraph.indexer.errors import CitegraphError
 from citegraph.indexer.extract import EXTRACTOR_VERSION
-from citegraph.validator import decisions
+from citegraph.validator import decisions, spans
 from citegraph.validator.evidence import SnapshotEvidence, at_handle_columns, reextract_fragment
 from citegraph.validator.model import OUTCOMES, MemoryVerdict, Observation, Receipt
 
@@ -273,6 +273,7 @@ def run(plan: Plan, *, cache: ObservationCache | None = None) -> dict[str, Obser
     else:
         with ThreadPoolExecutor(min(MAX_REPO_CONCURRENCY, len(groups))) as pool:
             results = list(pool.map(lambda g: _run_group(g, source, locked), groups))
+    spans.clear_caches()
     for res in results:
         obs.update(res)
     return obs
