@@ -105,3 +105,20 @@ def test_batch_path_equals_the_per_citation_path_on_a_real_snapshot(repo, home, 
                 for m in batched.to_json()["memories"] for c in m["citations"]}
     assert outcomes == {"m.py::keep": ("exact", 4), "m.py::edit": ("changed", 8), "m.py::gone": ("deleted", None),
                         "n.py::moved": ("relocated", 1), "notes.txt": ("exact", None), "m.py#L1-L2": ("relocated", 4)}
+
+
+def test_the_cyclic_collector_pause_is_restored_even_when_nested_or_failing():
+    import gc
+
+    assert gc.isenabled()
+    with pipeline._gc_paused(10**6):
+        assert not gc.isenabled()
+        try:
+            with pipeline._gc_paused(10**6):
+                raise RuntimeError("inside")
+        except RuntimeError:
+            pass
+        assert not gc.isenabled()  # the outer validation still runs
+    assert gc.isenabled()
+    with pipeline._gc_paused(10):  # small inputs leave the collector alone
+        assert gc.isenabled()
