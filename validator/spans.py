@@ -46,11 +46,15 @@ def hash_bytes(b: bytes) -> str:
 @functools.lru_cache(maxsize=256)
 def _line_index(data: bytes) -> tuple[list[int], dict[str, list[int]]]:
     """Line starts and {first-line hash: 0-based line indexes} of one file's bytes, computed
-    once per content (validation searches many spans in the same changed file)."""
+    once per content (validation searches many spans in the same changed file). Line ``i``
+    is ``data.split(b"\\n")[i]`` — exactly ``span_bytes(data, i + 1, i + 1)``."""
     starts = line_starts(data)
+    lines = data.split(b"\n")
+    del lines[len(starts):]  # a final newline opens no line
     index: dict[str, list[int]] = {}
-    for i in range(len(starts)):
-        index.setdefault(hash_bytes(data[starts[i] : _line_end(data, starts, i)]), []).append(i)
+    new = blake3.blake3
+    for i, line in enumerate(lines):
+        index.setdefault(new(line).hexdigest(16), []).append(i)
     return starts, index
 
 
