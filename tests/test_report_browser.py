@@ -126,3 +126,20 @@ def test_report_in_headless_chromium(report_file, tmp_path):
         assert mine and all(u == report_file.as_uri() or u.startswith("data:") for u in mine), mine
     finally:
         driver.quit()
+
+
+def test_report_as_markdown(make_repo, home, run_cli):
+    r = make_repo("md")
+    r.write("a.py", "def f():\n    return 1\n")
+    r.commit("c1")
+    index(r, home)
+    cite(home, r, "a.py::f", text="f returns [one](http://x) <b>", topic="f")
+    r.write("a.py", "def f():\n    return 2\n")
+    r.commit("c2")
+    index(r, home)
+    p = run_cli("report", "--format", "markdown", cwd=r.root)
+    assert p.returncode == 0, p.stderr
+    md = p.stdout
+    assert md.index("| stale | 1 |") < md.index("## stale (1)")
+    assert "| changed | 1 |" in md and "changed: <code>a.py::f</code>" in md
+    assert "<b>" not in md and r"\[one\]\(http://x\)" in md
