@@ -19,6 +19,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("memory_cmds", "validate"), "brief": ("brief_cmds", "brief"),
     "import-legacy": ("brief_cmds", "import_legacy"), "workset": ("workset_cmds", "workset"),
     "publish": ("share_cmds", "publish"), "import": ("share_cmds", "import_"),
+    "check": ("check_cmds", "check"), "report": ("report_cmds", "report"),
     "watch": ("watch_cmds", "watch"), "serve": ("watch_cmds", "serve"), "mcp": ("mcp_cmds", "mcp"),
 }
 

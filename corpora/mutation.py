@@ -300,7 +300,8 @@ def run_pytest(args: list[str]) -> tuple[bool, str]:
 # applying the same labels and gates as the runner.
 
 TABLES = ("decide_file", "decide_span", "decide_symbol")
-RECORDED = ("well_formed", "within_bounds", "before_anything", "snapshot_unreadable", "extractor_gate",
+BATCH = "decide_symbols_at_handle"  # the vectorised first rows of the symbol table (one call per batch)
+RECORDED = ("well_formed", "within_bounds", "before_anything", "snapshot_unreadable", BATCH, "extractor_gate",
             *TABLES, "after_run", "legacy_freshness")
 
 
@@ -368,6 +369,10 @@ def _by_citation(calls: list) -> dict[str, list]:
         elif name == "after_run":
             for o in a[0] if a else ():
                 out.setdefault(o.citation_id, []).append(call)
+        elif name == BATCH:  # one call over columns: split into one single-row call per citation
+            receipts, cols = a
+            for i, r in enumerate(receipts):
+                out.setdefault(r.id, []).append((name, ([r], type(cols)(*([c[i]] for c in cols))), {}))
         elif a and getattr(a[0], "id", None) is not None and hasattr(a[0], "kind"):
             last = a[0].id
             out.setdefault(last, []).append(call)
@@ -398,7 +403,10 @@ def _redecide(dec, calls: list):
     if "snapshot_unreadable" in first:
         a, k = first["snapshot_unreadable"]
         return dec.snapshot_unreadable(*a, **k)
-    if "extractor_gate" in first:
+    if BATCH in first:  # the batch path decided it, or left it to the table (None)
+        a, k = first[BATCH]
+        o = getattr(dec, BATCH)(*a, **k)[0]
+    if o is None and "extractor_gate" in first:
         a, k = first["extractor_gate"]
         o = dec.extractor_gate(*a, **k)
     if o is None:

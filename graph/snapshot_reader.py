@@ -121,9 +121,10 @@ class Snapshot:
         A FIFO, socket or device in the worktree (NULL_BLOB) holds no bytes."""
         if blob_id == NULL_BLOB:
             return b""
-        rows = self.query("SELECT data FROM contents WHERE blob_id = ?", [blob_id])
-        if rows:
-            return bytes(rows[0][0])
+        if self.entry.get("kind") != "commit":  # a commit snapshot holds no dirty bytes
+            rows = self.query("SELECT data FROM contents WHERE blob_id = ?", [blob_id])
+            if rows:
+                return bytes(rows[0][0])
         if self.repo is None:
             return None
         try:

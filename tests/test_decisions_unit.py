@@ -13,6 +13,7 @@ import pytest
 
 from citegraph.validator import decisions as d
 from citegraph.validator.model import (
+    AtHandleColumns,
     CoverageEvidence,
     FileCoverage,
     FileEvidence,
@@ -588,6 +589,23 @@ def test_symbol_decisions_judge_coverage_evidence_when_given():
     assert d.decide_symbol(r, SymbolEvidence(None, coverage=ok)) == Observation(r.id, "deleted", None, None)
     assert d.decide_symbol(r, SymbolEvidence(None, coverage_ok=True, coverage=blocked)) == unknown(
         r, "incomplete-coverage")
+
+def test_symbols_at_handle_vectorised_rows():
+    """Batch validation (§6.6): the first two rows of §6.3 over columns; a row whose handle
+    is absent is left (None) for the rest of the table."""
+    a, b, c = receipt("symbol", id="cgc_a"), receipt("symbol", id="cgc_b"), receipt("symbol", id="cgc_c")
+    cols = AtHandleColumns(["frag", "edited", None], ["src/a.py", "src/z.py", None], [30, 4, None], [32, 6, None])
+    assert d.decide_symbols_at_handle([a, b, c], cols) == [
+        Observation(a.id, "exact", None, Observed("src/a.py", 30, 32, CITED_HANDLE)),
+        Observation(b.id, "changed", None, Observed("src/z.py", 4, 6, CITED_HANDLE)),
+        None]
+    for r, (frag, path, start, end) in zip((a, b), (("frag", "src/a.py", 30, 32), ("edited", "src/z.py", 4, 6)),
+                                           strict=True):
+        at = SymbolRow(CITED_HANDLE, path, "python", "function", "f", start, end, frag, "body")
+        assert d.decide_symbols_at_handle([r], AtHandleColumns([frag], [path], [start], [end]))[0] == \
+            d.decide_symbol(r, SymbolEvidence(at))
+    with pytest.raises(ValueError):  # columns and receipts must align
+        d.decide_symbols_at_handle([a, b], AtHandleColumns(["frag"], ["src/a.py"], [1], [2]))
 
 
 # --- §6.5 aggregation ---------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from enum import StrEnum
 from itertools import accumulate
 
 from citegraph.validator.model import (
+    AtHandleColumns,
     CoverageEvidence,
     FileCoverage,
     FileEvidence,
@@ -210,6 +211,26 @@ def decide_symbol(r: Receipt, ev: SymbolEvidence) -> Observation:
     if len(successors) == 1:
         return Observation(r.id, "changed", None, _observed(successors[0]))
     return Observation(r.id, "deleted")
+
+
+def decide_symbols_at_handle(receipts: list[Receipt], at: AtHandleColumns) -> list[Observation | None]:
+    """SPEC §6.3's first two rows applied to columns (batch validation, §6.6): for each
+    receipt whose handle exists in the snapshot, ``exact`` when the fragment hash there is
+    the cited one, else ``changed`` — observed at the handle, as ``decide_symbol`` does.
+    ``None`` where the handle is absent: those rows need the relocation, successor and
+    coverage evidence of ``decide_symbol``. Equal to ``decide_symbol`` row by row
+    (tests/test_batch_vectorised.py)."""
+    out: list[Observation | None] = []
+    append = out.append
+    for r, fragment, path, start, end in zip(receipts, at.fragment_hash, at.path, at.start_line, at.end_line,
+                                             strict=True):
+        if fragment is None:
+            append(None)  # handle absent: the rest of the table decides
+        elif fragment == r.fragment_hash:
+            append(Observation(r.id, "exact", None, Observed(path, start, end, r.handle)))
+        else:
+            append(Observation(r.id, "changed", None, Observed(path, start, end, r.handle)))
+    return out
 
 
 def _distinct(rows: tuple[SymbolRow, ...], cited_handle: str | None) -> list[SymbolRow]:

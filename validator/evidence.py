@@ -13,6 +13,7 @@ from citegraph.indexer.extract import blake3_hex, extract, name_offset
 from citegraph.indexer.paths import fs_path, stored_path
 from citegraph.validator import decisions
 from citegraph.validator.model import (
+    AtHandleColumns,
     CoverageEvidence,
     FileCoverage,
     FileEvidence,
@@ -292,6 +293,21 @@ def occurrences_of(data: bytes, name: bytes, fragment: bytes, body: bytes) -> tu
         spans.append((j, i + len(body)))
         i = data.find(body, i + 1)
     return tuple(spans)
+def at_handle_columns(snap: Snapshot, receipts: list[Receipt]) -> AtHandleColumns:
+    """Batch validation's one SQL pass (SPEC §6.6): the symbol at every cited handle, as
+    columns aligned with ``receipts`` (symbol receipts). What decides the rows whose handle
+    exists (``decisions.decide_symbols_at_handle``); the others need ``SnapshotEvidence``."""
+    t = pa.table({"i": pa.array(range(len(receipts)), pa.int64()), "h": [r.handle for r in receipts]})
+    snap.con.register("_cited", t)
+    try:
+        got = snap.con.sql("SELECT s.fragment_hash, s.path, s.start_line, s.end_line FROM _cited c "
+                           "LEFT JOIN symbols s ON s.handle = c.h ORDER BY c.i").to_arrow_table()
+    finally:
+        snap.con.unregister("_cited")
+    if got.num_rows != len(receipts):  # a handle twice in one snapshot: leave every row to the table
+        none: list = [None] * len(receipts)
+        return AtHandleColumns(none, none, none, none)
+    return AtHandleColumns(*(got.column(k).to_pylist() for k in ("fragment_hash", "path", "start_line", "end_line")))
 
 
 def reextract_fragment(repo: pygit2.Repository | None, r: Receipt) -> str | None:

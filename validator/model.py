@@ -88,6 +88,17 @@ class SymbolRow(NamedTuple):
     body_hash: str
 
 
+class AtHandleColumns(NamedTuple):
+    """The symbol at each cited handle in a snapshot, as columns aligned with a list of
+    symbol receipts (one SQL pass, validator/evidence.py ``at_handle_columns``): ``None``
+    in ``fragment_hash`` where the handle is absent."""
+
+    fragment_hash: list[str | None]
+    path: list[str | None]
+    start_line: list[int | None]
+    end_line: list[int | None]
+
+
 class FileEvidence(NamedTuple):
     at_path_blob: str | None  # blob at the cited path now, None if the path is gone
     paths_with_blob: tuple[str, ...]  # every path whose blob equals the cited blob

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+
 import blake3
 
 
+@functools.lru_cache(maxsize=256)
 def line_starts(data: bytes) -> list[int]:
+    """Offsets of the lines of ``data`` (cached per content: validation reads the same
+    changed files for many citations). The list is shared: callers never modify it."""
     starts = [0]
     i = data.find(b"\n")
     while i != -1:
@@ -38,16 +43,35 @@ def hash_bytes(b: bytes) -> str:
     return blake3.blake3(b).hexdigest(16)
 
 
+@functools.lru_cache(maxsize=256)
+def _line_index(data: bytes) -> tuple[list[int], dict[str, list[int]]]:
+    """Line starts and {first-line hash: 0-based line indexes} of one file's bytes, computed
+    once per content (validation searches many spans in the same changed file). Line ``i``
+    is ``data.split(b"\\n")[i]`` — exactly ``span_bytes(data, i + 1, i + 1)``."""
+    starts = line_starts(data)
+    lines = data.split(b"\n")
+    del lines[len(starts):]  # a final newline opens no line
+    index: dict[str, list[int]] = {}
+    new = blake3.blake3
+    for i, line in enumerate(lines):
+        index.setdefault(new(line).hexdigest(16), []).append(i)
+    return starts, index
+
+
 def find_span(data: bytes, first_line_hash: str, span_hash: str, n: int) -> list[int]:
     """1-based start lines where the cited span's exact bytes occur."""
     if not data:
         return []
-    starts = line_starts(data)
+    starts, index = _line_index(data)
     hits = []
-    for i in range(len(starts) - n + 1):
-        first = data[starts[i] : _line_end(data, starts, i)]
-        if hash_bytes(first) != first_line_hash:
-            continue
-        if hash_bytes(span_bytes(data, i + 1, i + n, starts)) == span_hash:
+    for i in index.get(first_line_hash, ()):
+        if i + n <= len(starts) and hash_bytes(span_bytes(data, i + 1, i + n, starts)) == span_hash:
             hits.append(i + 1)
     return hits
+
+
+def clear_caches() -> None:
+    """Drop the per-content caches (the pipeline calls this after each run, so that a
+    long-running process keeps no file contents between validations)."""
+    line_starts.cache_clear()
+    _line_index.cache_clear()

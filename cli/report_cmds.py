@@ -1,0 +1,44 @@
+"""report: memory health as one self-contained HTML page (or Markdown) — a thin wrapper
+over citegraph.memory.report."""
+
+from __future__ import annotations
+
+import click
+
+from citegraph.cli.check_cmds import write_output
+from citegraph.cli.common import get_home, handle_errors
+
+
+@click.command()
+@click.option("--out", type=click.Path(dir_okay=False, allow_dash=True),
+              help="The file to write (e.g. report.html; - or omitted: stdout).")
+@click.option("--format", "fmt", type=click.Choice(["html", "markdown"]), default="html", show_default=True)
+@click.option("--project", help="Only memories of this project.")
+@click.option("--repo", "repos", multiple=True, type=click.Path(file_okay=False),
+              help="Repositories in scope (default: the one at the current directory).")
+@click.option("--at", "at", help="Validate against the snapshot of this indexed commit.")
+@click.pass_context
+@handle_errors
+def report(ctx: click.Context, out: str | None, fmt: str, project: str | None, repos: tuple[str, ...],
+           at: str | None) -> None:
+    """Memory health for people: counts by freshness and outcome (a chart), memories grouped
+    by freshness with their citations, where the evidence is now and, for changed
+    citations, the cited code beside the current code. Filter by project, outcome and path.
+    One HTML file with nothing to download (works offline). Never indexes."""
+    from citegraph.memory import report as rp
+
+    data = rp.build(get_home(ctx), repo_paths=list(repos) or None, project=project, at=at)
+    if fmt == "markdown":
+        text = rp.to_markdown(data)
+    else:
+        from citegraph.memory.report_html import render
+
+        text = render(data)
+    write_output(out, text)
+    if out not in (None, "-"):
+        c = data["counts"]["freshness"]
+        click.echo(f"report: {len(data['memories'])} memories ({c['stale']} stale, {c['unknown']} unknown, "
+                   f"{c['fresh']} fresh) written to {out}", err=True)
+
+
+COMMANDS = [report]
