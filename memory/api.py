@@ -128,15 +128,17 @@ def validate_stored(home: Home, ms: MemoryStore, mems: list[Memory], scope: Scop
 def brief(home: Home, task: str, *, project: str | None = None, workset: str | None = None,
           code_refs: list[str] | None = None, budget_tokens: int = 1250,
           repo_paths: list[str] | None = None, repo: str | os.PathLike[str] | None = None,
-          use_cache: bool = True, source: StateSource | None = None) -> Any:
+          use_cache: bool = True, source: StateSource | None = None, repository_memories: bool = False) -> Any:
     """Context Brief (SPEC §8). Returns a ``BriefResult``: ``.to_json()`` is the
     ``brief --json`` structure, ``.to_text()`` the text rendering; text + JSON together stay
-    under ``budget_tokens``. Never indexes."""
+    under ``budget_tokens``. Never indexes. Memories citing ``code_refs`` rank first;
+    ``repository_memories``: the memories citing the repository do (the task may be empty)."""
     from citegraph.memory.brief import run_brief
 
     paths = list(repo_paths) if repo_paths else ([os.fspath(repo)] if repo is not None else None)
     return run_brief(home, task, project=project, workset=workset, code_refs=list(code_refs or []),
-                     budget_tokens=budget_tokens, repo_paths=paths, use_cache=use_cache, source=source)
+                     budget_tokens=budget_tokens, repo_paths=paths, use_cache=use_cache, source=source,
+                     repository_memories=repository_memories)
 
 
 def workset_prepare(home: Home, name: str, *, concurrency: int | None = None, jobs: int | None = None
