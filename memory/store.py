@@ -349,9 +349,13 @@ class MemoryStore:
                  receipts: list[Receipt] | None = None, author: str | None = None, agent_id: str | None = None,
                  session_id: str | None = None, source_commit: str | None = None,
                  supersedes: str | None = None, legacy: bool = False, now: float | None = None,
-                 refresh: list[dict[str, Any]] | None = None) -> tuple[Memory, int]:
+                 refresh: list[dict[str, Any]] | None = None, memory_id: str | None = None,
+                 expect_revision: int | None = None) -> tuple[Memory, int]:
         """Create or revise the (project, topic) memory; returns (memory, citations cleared).
-        ``refresh``: what a refresh replaced in this revision and why (memory/refresh.py)."""
+        ``refresh``: what a refresh replaced in this revision and why (memory/refresh.py);
+        ``memory_id`` revises that memory (a memory stored without a topic has no
+        (project, topic) key); ``expect_revision``: refuse (retryable) unless the memory
+        is still at that revision — nothing written."""
         check_text(text)
         if kind not in ("durable", "handoff"):
             raise CitegraphError(f"invalid kind {kind!r}", "use durable or handoff", code=2)
@@ -362,12 +366,16 @@ class MemoryStore:
             check_field(what, value)
         receipts = receipts or []
         now = time.time() if now is None else now
-        mid = memory_id_for(project, topic) if topic else "cgm_" + uuid.uuid4().hex[:16]
+        mid = memory_id or (memory_id_for(project, topic) if topic else "cgm_" + uuid.uuid4().hex[:16])
         topic = topic or mid[4:]
         self.con.execute("BEGIN TRANSACTION")
         try:
             prev = self.con.execute("SELECT revision, created_at, supersedes, superseded_by FROM memories "
                                     "WHERE id = ?", [mid]).fetchall()
+            if expect_revision is not None and (not prev or prev[0][0] != expect_revision):
+                raise CitegraphError(f"memory {mid} was revised meanwhile (expected revision {expect_revision}); "
+                                     "nothing was written", "run the command again", code=1, retryable=True,
+                                     kind="racing")
             cleared = 0
             superseded_by = None
             if prev:

@@ -62,6 +62,16 @@ def capture(home: Home, repo_path: str | os.PathLike[str], refs: list[str],
         return []
     source = source or ScanSource()
     cur = source.read(repo_path, home)
+    receipts = capture_at(cur, parsed, notes)
+    if source.moved(cur):
+        raise CitegraphError("the repository changed while the refs were being resolved; nothing was stored",
+                             "retry the command", code=1, retryable=True, kind=str(Reason.RACING))
+    return receipts
+
+
+def capture_at(cur: CurrentState, parsed: list[ParsedRef], notes: list[str] | None = None) -> list[Receipt]:
+    """Resolve parsed refs against the exact-current snapshot of the state ``cur`` (read
+    by the caller, who also checks that it did not move). Raises as ``capture`` does."""
     if not cur.exact_current:
         raise not_current_error(cur)
     with Snapshot.open(cur.store, cur.snapshot_id, cur.repo) as snap:
@@ -74,9 +84,6 @@ def capture(home: Home, repo_path: str | os.PathLike[str], refs: list[str],
             receipts.append(r)
         elif notes is not None:
             notes.append(same_evidence_note(r.ref, first.ref))
-    if source.moved(cur):
-        raise CitegraphError("the repository changed while the refs were being resolved; nothing was stored",
-                             "retry the command", code=1, retryable=True, kind=str(Reason.RACING))
     return receipts
 
 
@@ -223,3 +230,18 @@ def respell(r: Receipt, ref: str) -> Receipt:
     fields["ref"] = ref
     fields["id"] = receipt_id(fields)
     return Receipt(**fields)
+
+
+def resolve_each(cur: CurrentState, parsed: list[ParsedRef]) -> list[Receipt | None]:
+    """Each parsed ref resolved alone against the exact-current snapshot of ``cur`` (one
+    that does not resolve is None, not a failed batch); the caller checks ``moved``."""
+    if not cur.exact_current:
+        raise not_current_error(cur)
+    out: list[Receipt | None] = []
+    with Snapshot.open(cur.store, cur.snapshot_id, cur.repo) as snap:
+        for p in parsed:
+            try:
+                out.append(_resolve(p, cur, snap))
+            except CitegraphError:
+                out.append(None)
+    return out
