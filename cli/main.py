@@ -20,6 +20,8 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "import-legacy": ("brief_cmds", "import_legacy"), "workset": ("workset_cmds", "workset"),
     "publish": ("share_cmds", "publish"), "import": ("share_cmds", "import_"),
     "watch": ("watch_cmds", "watch"), "serve": ("watch_cmds", "serve"), "mcp": ("mcp_cmds", "mcp"),
+    "cited": ("agent_cmds", "cited"), "refresh": ("agent_cmds", "refresh"), "repo": ("agent_cmds", "repo"),
+    "hook": ("hook_cmds", "hook"),
 }
 
 

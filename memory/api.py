@@ -40,8 +40,8 @@ def remember(home: Home, text: str, *, repo: str | os.PathLike[str] = ".", refs:
                                    supersedes=supersedes, source_commit=source_commit)
     return {
         "id": mem.id, "project": mem.project, "topic": mem.topic, "kind": mem.kind, "revision": mem.revision,
-        "citations": [{"id": r.id, "ref": r.ref, "kind": r.kind, "path": r.path, "handle": r.handle,
-                       "dirty": r.dirty} for r in mem.citations],
+        "citations": [{"id": r.id, "ref": r.ref, "locator": r.locator, "kind": r.kind, "path": r.path,
+                       "handle": r.handle, "dirty": r.dirty} for r in mem.citations],
         "cleared_citations": cleared,
         "notes": notes,
     }

@@ -83,6 +83,10 @@ def test_brief_outputs_match_the_schema(scene, home, run_cli):
                           "--repo", root, "--code-ref", "../bad", "--code-ref", "src/retry.py")),
         json.loads(invoke(home, "brief", "--task", "fleet claim", "--json", "--repo", root)),
         json.loads(invoke(home, "brief", "--task", "nothing at all", "--json", "--repo", root)),
+        # few enough to be shown in full (the fleet memories above fill the budget with
+        # compact forms whose citations are only counted)
+        json.loads(invoke(home, "brief", "--task", "exact moved changed deleted", "--json", "--repo", root)),
+        json.loads(invoke(home, "brief", "--task", "fleet0", "--json", "--repo", root)),
     ]
     p = run_cli("brief", "--task", "retry claim", "--json", cwd=root)
     assert p.returncode == 0, p.stderr
@@ -91,6 +95,7 @@ def test_brief_outputs_match_the_schema(scene, home, run_cli):
     docs.append(api.brief(home, "retry claim", workset="w").to_json())
     for d in docs:
         check("brief.schema.json", d)
+    assert any("cut" in m for d in docs for m in d["memories"] + d["stale"])  # the cut form is checked too
     seen = {m["freshness"] for d in docs for m in d["memories"] + d["stale"]}
     outcomes = {c["outcome"] for d in docs for m in d["memories"] + d["stale"] for c in m["citations"]}
     issues = {i["kind"] for d in docs for i in d["issues"]}

@@ -351,7 +351,8 @@ class ValidationReport:
         cites = []
         for o in v.observations:
             r = self.receipts[o.citation_id]
-            cites.append({"id": r.id, "ref": r.ref, "kind": r.kind, "path": r.path, "handle": r.handle,
+            cites.append({"id": r.id, "ref": r.ref, "locator": r.locator, "kind": r.kind, "path": r.path,
+                          "handle": r.handle,
                           "outcome": o.outcome, "reason": o.reason,
                           "observed": o.observed.to_dict() if o.observed else None,
                           "dirty": r.dirty})
