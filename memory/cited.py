@@ -42,8 +42,9 @@ DEFAULT_LIMIT = 24
 MAX_LIMIT = 200
 MAX_REFS = 64
 CACHE_WAIT_S = 0.25
-# How a citation touches a ref, strongest first (the order of the results).
-HOW_RANK = {"handle": 0, "locator": 0, "fragment": 0, "overlap": 1, "path": 2, "content": 2, "file": 2}
+# How a citation touches a ref, strongest first (the order of the results; a citation
+# matched two ways shows the stronger).
+HOW_RANK = {"handle": 0, "locator": 1, "fragment": 2, "overlap": 3, "path": 4, "file": 5, "content": 6}
 FRESH_RANK = {"fresh": 0, "unknown": 1, "stale": 2}
 
 
