@@ -160,3 +160,31 @@ def test_session_start_is_silent_without_memories(repo, home, hook, tmp_path):
     (tmp_path / "plain").mkdir()
     p = hook("session-start", {"cwd": str(tmp_path / "plain")})
     assert (p.returncode, p.stdout) == (0, "")
+
+
+def test_the_pre_edit_hook_starts_without_click(cited_repo, repo, home):
+    """Claude Code runs it before every edit: ``citegraph [--home H] hook pre-edit
+    [--no-service]`` is answered without importing Click (cli/hook_fast.py), the same
+    answer as the Click command gives."""
+    from citegraph.cli.hook_fast import fast_argv
+
+    assert fast_argv(["hook", "pre-edit"]) == (os.environ.get("CITEGRAPH_HOME") or None, False)
+    assert fast_argv(["--home", "/h", "hook", "pre-edit", "--no-service"]) == ("/h", True)
+    assert fast_argv(["--home=/h", "hook", "pre-edit"]) == ("/h", False)
+    for other in (["hook", "pre-edit", "--help"], ["hook", "session-start"], ["validate"], []):
+        assert fast_argv(other) is None
+    code = ("import sys, runpy; sys.argv = ['citegraph', '--home', sys.argv[1], 'hook', 'pre-edit']; "
+            "runpy.run_module('citegraph.cli.main', run_name='__main__')")
+    env = {k: v for k, v in os.environ.items() if k != "CITEGRAPH_HOME"}
+    probe = subprocess.run([sys.executable, "-c", code + "\n", str(home.root)], input=json.dumps(
+        event(repo.root, "src/retry.py")), env={**env, "PYTHONWARNINGS": "ignore"}, capture_output=True, text=True,
+        timeout=60)
+    check_output(probe, cited_repo)
+    no_click = subprocess.run([sys.executable, "-c", "import sys, runpy, atexit\n"
+                               "atexit.register(lambda: sys.stderr.write('click' in sys.modules and 'CLICK' or 'NOCLICK'))\n"
+                               "sys.argv = ['citegraph', '--home', sys.argv[1], 'hook', 'pre-edit']\n"
+                               "runpy.run_module('citegraph.cli.main', run_name='__main__')", str(home.root)],
+                              input=json.dumps(event(repo.root, "src/retry.py")), env=env, capture_output=True,
+                              text=True, timeout=60)
+    assert no_click.stderr.endswith("NOCLICK"), no_click.stderr
+    assert json.loads(no_click.stdout) == json.loads(probe.stdout)
