@@ -158,3 +158,26 @@ def test_cited_bad_input_is_one_line(make_repo, home, run_cli):
         assert p.returncode == 2 and "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
     p = run_cli("cited", "src/retry.py", "--repo", str(r.root), "--limit", "0")
     assert p.returncode == 2 and "--limit" in p.stderr
+
+
+def test_brief_code_ref_ranks_the_memories_citing_that_code_first(make_repo, home, run_cli):
+    r, ids, handle = scene(make_repo, home)
+    # many memories the task's words favour, none citing src/retry.py
+    for i in range(30):
+        api.remember(home, f"shell completion shell completion note {i}", repo=r.root, refs=["docs/notes.txt"],
+                     topic=f"noise{i}")
+    task = "shell completion"
+    plain = api.brief(home, task, repo=r.root, budget_tokens=1500).to_json()
+    assert not {m["id"] for m in plain["memories"] + plain["stale"]} & set(ids.values()) - {ids["notes"]}
+    for ref, want in (("src/retry.py", {"file", "span", "symbol", "handle"}),
+                      ("src/retry.py::idempotency_key", {"file", "span", "handle"}),
+                      (handle, {"file", "span", "handle"})):
+        d = api.brief(home, task, repo=r.root, code_refs=[ref], budget_tokens=1500).to_json()
+        shown = sorted(d["memories"] + d["stale"], key=lambda m: m["rank"])
+        first = {m["topic"] for m in shown[:len(want)]}
+        assert first == want, (ref, [m["topic"] for m in shown])
+    # the CLI and MCP's codeRefs take the same path
+    p = run_cli("brief", "--task", task, "--code-ref", "src/retry.py#L6-L7", "--repo", str(r.root), "--json")
+    d = json.loads(p.stdout)
+    top = sorted(d["memories"] + d["stale"], key=lambda m: m["rank"])[:3]
+    assert {m["topic"] for m in top} == {"span", "handle", "file"}
