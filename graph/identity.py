@@ -17,8 +17,9 @@ The history grows in two ways:
   it held. When the same clone shows up under another identity *and still holds that
   commit*, its origin changed: the old identity joins the new one's history. (A different
   repository cloned to the same path does not hold the commit and is not linked.) Homes
-  made before clone records existed are matched once by the worktree paths of the
-  repositories' catalog entries and one of their snapshots' commits;
+  made before clone records existed are matched by the worktree paths the repositories'
+  catalog entries listed then (indexed once, ``clones/legacy.json``) and one of their
+  snapshots' commits;
 - explicitly, ``citegraph repo move OLD_URL NEW_URL`` (``record_move``): for a move made
   elsewhere (another machine, a fresh clone of the new URL).
 
@@ -114,23 +115,51 @@ def _holds(repo: pygit2.Repository, commit: Any) -> bool:
         return False
 
 
+def _legacy_index(home: Home) -> dict[str, list[str]]:
+    """worktree path → repository ids whose catalog entries listed it when this home got
+    its first clone record (the repositories built before clone records existed). Built
+    once, from every ``repo.json`` then, and kept in ``clones/legacy.json``; later clones
+    always have a record, so nothing else ever needs a scan."""
+    path = home.root / "clones" / "legacy.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(data, dict):
+            return {k: [x for x in v if isinstance(x, str)] for k, v in data.items() if isinstance(v, list)}
+    except (OSError, ValueError, RecursionError):
+        pass
+    index: dict[str, list[str]] = {}
+    for rid in home.repo_ids():
+        if not HEX32.match(rid):
+            continue
+        try:
+            info = home.repo(rid).repo_info()
+        except (OSError, ValueError, RecursionError):
+            continue
+        trees = info.get("worktrees") if isinstance(info, dict) else None
+        for w in trees if isinstance(trees, list) else []:
+            if isinstance(w, str):
+                index.setdefault(w, []).append(rid)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(path, index)
+    return index
+
+
 def _legacy_match(home: Home, repo: pygit2.Repository, identity: gitrepo.RepoIdentity) -> list[dict[str, Any]]:
     """Former identities of this clone in a home that has no clone record for it: catalog
-    entries listing this worktree whose snapshots' commits this clone holds."""
+    entries of the repositories built before clone records existed that list this
+    worktree, and whose snapshots' commits this clone holds."""
     if not repo.workdir:
         return []
+    index = _legacy_index(home)
     me = os.path.realpath(repo.workdir)
     out = []
-    for rid in home.repo_ids():
-        if rid == identity.repository_id or not HEX32.match(rid):
+    for rid in index.get(me, []):
+        if rid == identity.repository_id:
             continue
         rs = home.repo(rid)
         try:
             info = rs.repo_info()
         except (OSError, ValueError, RecursionError):
-            continue
-        trees = info.get("worktrees") if isinstance(info, dict) else None
-        if not isinstance(trees, list) or me not in trees:
             continue
         commits = [e.get("commit") for e in rs.entries()[-3:]]
         if any(_holds(repo, c) for c in commits):
