@@ -62,14 +62,14 @@ def no_service_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def via_service(ctx: click.Context, op: str, args: dict[str, Any], *, no_service: bool = False,
-                read_only: bool = True) -> Any:
+                read_only: bool = True, timeout_s: float | None = None) -> Any:
     """The resident service's answer to ``op``, or None when none answers for this data
     home (the caller takes the one-shot path). Paths in ``args`` must be absolute."""
     if no_service:
         return None
-    from citegraph.server.client import call
+    from citegraph.server.client import ANSWER_TIMEOUT_S, call
 
-    return call(get_home(ctx), op, args, read_only=read_only)
+    return call(get_home(ctx), op, args, read_only=read_only, timeout_s=timeout_s or ANSWER_TIMEOUT_S)
 
 
 def abspath(path: str) -> str:

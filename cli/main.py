@@ -5,8 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-
-import click
+from typing import Any
 
 # Every command and the module that defines it: modules are imported only when their
 # command runs (a cold `citegraph index` should not pay for the MCP SDK's import).
@@ -21,29 +20,43 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "publish": ("share_cmds", "publish"), "import": ("share_cmds", "import_"),
     "check": ("check_cmds", "check"), "report": ("report_cmds", "report"),
     "watch": ("watch_cmds", "watch"), "serve": ("watch_cmds", "serve"), "mcp": ("mcp_cmds", "mcp"),
+    "cited": ("agent_cmds", "cited"), "refresh": ("agent_cmds", "refresh"), "repo": ("agent_cmds", "repo"),
+    "hook": ("hook_cmds", "hook"),
 }
 
 
-class LazyGroup(click.Group):
-    """A click group whose subcommands are imported on first use."""
+def _build() -> Any:
+    """The Click group (built on first use: ``hook pre-edit`` runs without Click)."""
+    import click
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(LAZY_COMMANDS)
+    class LazyGroup(click.Group):
+        """A click group whose subcommands are imported on first use."""
 
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        target = LAZY_COMMANDS.get(cmd_name)
-        if target is None:
-            return None
-        module = importlib.import_module(f"citegraph.cli.{target[0]}")
-        return getattr(module, target[1])
+        def list_commands(self, ctx: click.Context) -> list[str]:
+            return sorted(LAZY_COMMANDS)
+
+        def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+            target = LAZY_COMMANDS.get(cmd_name)
+            if target is None:
+                return None
+            module = importlib.import_module(f"citegraph.cli.{target[0]}")
+            return getattr(module, target[1])
+
+    @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+    @click.option("--home", envvar="CITEGRAPH_HOME", type=click.Path(file_okay=False),
+                  help="Data home (default $CITEGRAPH_HOME or ~/.citegraph).")
+    @click.version_option(package_name="citegraph")
+    def cli(home: str | None) -> None:
+        """citegraph: code-graph snapshots and validated code citations for agent memory."""
+
+    return cli
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--home", envvar="CITEGRAPH_HOME", type=click.Path(file_okay=False),
-              help="Data home (default $CITEGRAPH_HOME or ~/.citegraph).")
-@click.version_option(package_name="citegraph")
-def cli(home: str | None) -> None:
-    """citegraph: code-graph snapshots and validated code citations for agent memory."""
+def __getattr__(name: str) -> Any:
+    if name == "cli":
+        value = globals()["cli"] = _build()
+        return value
+    raise AttributeError(name)
 
 
 def undecodable_argument(args: list[str]) -> str | None:
@@ -68,9 +81,14 @@ def undecodable_argument(args: list[str]) -> str | None:
 def main() -> None:
     problem = undecodable_argument(sys.argv[1:])
     if problem:
-        click.echo(problem, err=True)
+        sys.stderr.write(problem + "\n")
         sys.exit(2)
-    cli(prog_name="citegraph")
+    from citegraph.cli.hook_fast import fast_argv, run_pre_edit
+
+    fast = fast_argv(sys.argv[1:])
+    if fast is not None:  # Claude Code runs this before every edit: no Click
+        sys.exit(run_pre_edit(*fast))
+    __getattr__("cli")(prog_name="citegraph")
 
 
 if __name__ == "__main__":

@@ -59,7 +59,7 @@ def remember(ctx: click.Context, text: str, kind: str, project: str, topic: str 
         return
     click.echo(f"{res['id']} revision {res['revision']} ({len(res['citations'])} citation(s))")
     for c in res["citations"]:
-        click.echo(f"  {c['id']} {c['kind']:6} {c['ref']}{'  [dirty]' if c['dirty'] else ''}")
+        click.echo(f"  {c['id']} {c['kind']:6} {c['locator']}{'  [dirty]' if c['dirty'] else ''}")
     for note in res.get("notes", []):
         click.echo(f"  note: {note}")
     if res["cleared_citations"]:
@@ -84,7 +84,7 @@ def show(ctx: click.Context, memory_id: str, as_json: bool) -> None:
     click.echo(f"{mem.id} [{mem.kind}, {mem.status}] {mem.project}/{mem.topic} revision {mem.revision}")
     click.echo(f"  text: {json.dumps(mem.text, ensure_ascii=False)}")
     for r in mem.citations:
-        click.echo(f"  {r.id} {r.kind:6} {r.ref}  @ {r.commit[:12]}{' dirty' if r.dirty else ''}")
+        click.echo(f"  {r.id} {r.kind:6} {r.locator}  @ {r.commit[:12]}{' dirty' if r.dirty else ''}")
 
 
 @click.command(name="list")
@@ -124,6 +124,13 @@ def history(ctx: click.Context, memory_id: str, as_json: bool) -> None:
         return
     for r in revs:
         click.echo(f"r{r['revision']} {len(r['citation_ids'])} cit. {json.dumps(r['text'], ensure_ascii=False)}")
+        replaced = {e["old_citation_id"]: e for e in (r["refresh"] or [])}
+        for c in r["citations"]:
+            click.echo(f"  {c['id']} {c['kind']:6} {c['locator']}  @ {c['commit'][:12]}")
+        for e in replaced.values():
+            o = e.get("observation") or {}
+            click.echo(f"  refreshed {e['old_citation_id']} → {e['new_citation_id']} ({e['accepted']}; observed "
+                       f"{o.get('outcome')} in {e['snapshot_id']} at commit {e['commit'][:12]})")
 
 
 @click.command()
@@ -210,7 +217,7 @@ def validate(ctx: click.Context, all_: bool, memory_ids: tuple[str, ...], projec
                     o = c["observed"]
                     loc = f" → {o['path']}" + (f"#L{o['start_line']}-L{o['end_line']}" if o["start_line"] else "")
                 why = f" ({c['reason']})" if c["reason"] else ""
-                click.echo(f"  {c['outcome']:9} {c['ref']}{why}{loc}")
+                click.echo(f"  {c['outcome']:9} {c.get('locator') or c['ref']}{why}{loc}")
         s = data["summary"]
         click.echo("summary: " + ", ".join(f"{k}={v}" for k, v in s.items()))
     if fail_on and any(m["freshness"] in FAIL_ON[fail_on] for m in data["memories"]):

@@ -40,6 +40,9 @@ CATEGORIES = (
     "extractor-version",
     "legacy",
     "hostile-filesystem",    # symlinked directories, FIFOs, undecodable names, damaged snapshots
+    # SPEC §18 (the agent loop)
+    "refresh",               # reviewed re-anchoring of moved citations; refused cases
+    "overload",              # several same-name definitions: ordinals, the implementation by default
 )
 
 # Step operations and the keys each accepts (besides ``op`` and ``repo``).
@@ -66,6 +69,7 @@ STEP_KEYS: dict[str, set[str]] = {
     "extractor": {"version", "fragments"},
     "git": {"args"},
     "validate": {"memories", "scope", "at", "race", "expect", "name"},
+    "refresh": {"memory", "memories", "accept", "dry_run", "expect", "expect_error"},
 }
 
 LABEL_RE = re.compile(

@@ -40,7 +40,9 @@ from citegraph.indexer import gitrepo
 from citegraph.indexer.errors import CitegraphError
 from citegraph.indexer.extract import extract
 from citegraph.indexer.languages import language_for_path
+from citegraph.indexer.overloads import overload_stubs
 from citegraph.memory.api import remember, select_memories, validate_memories
+from citegraph.memory.refresh import refresh
 from citegraph.memory.store import MemoryStore, memory_id_for
 
 PROJECT = "corpus"
@@ -475,17 +477,29 @@ class CaseRun:
     # -- capture --
 
     def resolve_ref(self, ref: str, default_repo: str) -> str:
-        """``cgs:path::Q.name`` / ``cgr[@repo]:path::Q.name`` → the handle a user would copy
-        from ``citegraph symbols`` (computed here from the worktree file)."""
+        """``cgs:path::Q.name[N]`` / ``cgr[@repo]:path::Q.name`` → the handle a user would copy
+        from ``citegraph symbols`` (computed here from the worktree file; ``[N]`` names the
+        definition with ordinal N, and without it several definitions of the name are one
+        implementation plus typing overload stubs, or an authoring error)."""
         m = re.match(r"^(cgs|cgr)(?:@([\w.-]+))?:(.+)::(.+)$", ref)
         if not m:
             return ref
         kind, repo_name, path, qname = m.groups()
+        om = re.match(r"^(.+)\[(\d+)\]$", qname)
+        ordinal = int(om.group(2)) if om else None
+        qname = om.group(1) if om else qname
         g = self.repos[repo_name or default_repo]
         lang = language_for_path(path)
         if lang is None:
             raise CaseError(f"{self.case.name}: {ref}: no language for {path}")
-        syms = [s for s in extract(lang, g.read(path)).symbols if s.qualified_name == qname]
+        data = g.read(path)
+        syms = [s for s in extract(lang, data).symbols if s.qualified_name == qname]
+        if ordinal is not None:
+            syms = [s for s in syms if s.ordinal == ordinal]
+        elif len(syms) > 1:
+            stubs = overload_stubs(lang, data, [(s.start_byte, s.end_byte) for s in syms])
+            impls = [s for s, stub in zip(syms, stubs, strict=True) if not stub]
+            syms = impls if len(impls) == 1 else syms
         if len(syms) != 1:
             raise CaseError(f"{self.case.name}: {ref}: {len(syms)} symbols named {qname} in {path}")
         sym = syms[0]
@@ -578,6 +592,55 @@ class CaseRun:
             with MemoryStore.open(self.home) as ms:
                 ms.remember(text, project=PROJECT, topic=mem, source_commit=commit, legacy=True)
         self.mems[mem] = MemInfo(name, self.group(name), {}, legacy=True, source_commit=commit)
+
+    # -- refresh --
+
+    def op_refresh(self, i: int, s: dict[str, Any]) -> None:
+        """``refresh`` of the named memories (default: every cited memory of the step's
+        repository); ``expect`` checks the summary's counts (refreshed, kept, refused,
+        changed), ``expect_error`` the error kind. A written revision's new citations are
+        labeled by their new refs as stored (a handle as ``cgs:path::Name``)."""
+        name = s.get("repo", "main")
+        g = self.repo(s)
+        names = [s["memory"]] if "memory" in s else list(s.get("memories", [
+            n for n, m in self.mems.items() if m.repo == name and not m.legacy]))
+        for n in names:
+            if n not in self.mems:
+                raise CaseError(f"{self.case.name}: step {i}: memory {n!r} was never stored")
+        ids = {memory_id_for(PROJECT, n): n for n in names}
+        want_error = s.get("expect_error")
+        try:
+            out = refresh(self.home, list(ids), repo=g.root, accept=s.get("accept"), dry_run=s.get("dry_run", False))
+        except CitegraphError as exc:
+            self.result.checks.append(CheckRecord(self.case.name, self.case.category, "refresh",
+                                                  want_error is not None and exc.kind == want_error,
+                                                  f"step {i}: expected {want_error or 'success'}, got error "
+                                                  f"{exc.kind}: {exc.what}"))
+            return
+        got = out["summary"]
+        want = s.get("expect", {})
+        bad = {k: (v, got.get(k)) for k, v in want.items() if got.get(k) != v}
+        ok = want_error is None and not bad
+        self.result.checks.append(CheckRecord(self.case.name, self.case.category, "refresh", ok,
+                                              f"step {i}: {got}" + (f"; expected {bad}" if bad else "")))
+        written = [m for m in out["memories"] if m["written"]]
+        if not written:
+            return
+        with MemoryStore.open(self.home, read_only=True) as ms:
+            for m in written:
+                info = self.mems[ids[m["id"]]]
+                stored = ms.require(m["id"])
+                old = {c["id"]: info.refs.get(c["ref"], c["ref"]) for c in m["citations"]}
+                refs: dict[str, str] = {}
+                for r in stored.citations:
+                    if r.id in old:
+                        refs[r.ref] = old[r.id]
+                    elif r.ref.startswith(("cgs_", "cgr_")):
+                        refs[r.ref] = f"{r.ref[:3]}:{r.locator}"
+                    else:
+                        refs[r.ref] = r.ref
+                info.refs = refs
+                info.aliases = {a: t for a, t in info.aliases.items() if t in refs.values()}
 
     # -- validate --
 

@@ -38,6 +38,20 @@ class CurrentState:
     # Whatever else the source that read it needs to answer ``moved`` (ScanSource: nothing;
     # the service: its watcher's event sequence number at the read).
     fence: Any = field(default=None, kw_only=True)
+    _former: tuple[str, ...] | None = field(default=None, kw_only=True, repr=False)
+
+    def former_ids(self) -> tuple[str, ...]:
+        """The repository's former ids (its identity history, graph/identity.py): citations
+        captured under them are validated here when no scope member carries them."""
+        if self._former is None:
+            from citegraph.graph.identity import former_ids
+
+            self._former = former_ids(self.home, self.identity.repository_id)
+        return self._former
+
+    def identity_prefixes(self) -> set[str]:
+        """The 16-hex prefixes a ``cgr_`` handle of this repository may carry."""
+        return {self.identity.prefix, *(rid[:16] for rid in self.former_ids())}
 
     @property
     def exact_current(self) -> bool:

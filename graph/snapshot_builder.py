@@ -28,6 +28,7 @@ import pygit2
 
 from citegraph.graph import coverage_summary
 from citegraph.graph.fact_rows import Columns, add_rows, empty_columns, rehome
+from citegraph.graph.identity import note_clone
 from citegraph.graph.schema import (
     DAMAGE_COLUMNS,
     EDGE_COLUMNS,
@@ -256,6 +257,8 @@ def build_snapshot(repo_path: str | os.PathLike[str], home: Home, rev: str | Non
     if target.repo.workdir:
         info["worktrees"] = [os.path.realpath(target.repo.workdir)]
     rs.write_repo_info(info)
+    with contextlib.suppress(OSError):  # identity continuity is best effort, never a failed build
+        note_clone(home, target.repo, target.identity, target.commit)
     stats = BuildStats()
 
     existing = rs.entry(target.snapshot_id)

@@ -212,3 +212,12 @@ def commit_tree_file(repo: pygit2.Repository, commit: str, path: str) -> bytes |
         return repo.odb.read(entry.id)[1]
     except (KeyError, ValueError):
         return None
+
+
+def commit_tree_blob_id(repo: pygit2.Repository, commit: str, path: str) -> str | None:
+    """The blob id of stored path ``path`` in ``commit``'s tree, or None (no such file)."""
+    try:
+        entry = repo[commit].peel(pygit2.Tree)[fs_path(path)]
+    except (KeyError, ValueError):
+        return None
+    return str(entry.id) if entry.type_str == "blob" else None

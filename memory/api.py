@@ -40,8 +40,8 @@ def remember(home: Home, text: str, *, repo: str | os.PathLike[str] = ".", refs:
                                    supersedes=supersedes, source_commit=source_commit)
     return {
         "id": mem.id, "project": mem.project, "topic": mem.topic, "kind": mem.kind, "revision": mem.revision,
-        "citations": [{"id": r.id, "ref": r.ref, "kind": r.kind, "path": r.path, "handle": r.handle,
-                       "dirty": r.dirty} for r in mem.citations],
+        "citations": [{"id": r.id, "ref": r.ref, "locator": r.locator, "kind": r.kind, "path": r.path,
+                       "handle": r.handle, "dirty": r.dirty} for r in mem.citations],
         "cleared_citations": cleared,
         "notes": notes,
     }
@@ -127,15 +127,17 @@ def validate_stored(home: Home, ms: MemoryStore, mems: list[Memory], scope: Scop
 def brief(home: Home, task: str, *, project: str | None = None, workset: str | None = None,
           code_refs: list[str] | None = None, budget_tokens: int = 1250,
           repo_paths: list[str] | None = None, repo: str | os.PathLike[str] | None = None,
-          use_cache: bool = True, source: StateSource | None = None) -> Any:
+          use_cache: bool = True, source: StateSource | None = None, repository_memories: bool = False) -> Any:
     """Context Brief (SPEC §8). Returns a ``BriefResult``: ``.to_json()`` is the
     ``brief --json`` structure, ``.to_text()`` the text rendering; text + JSON together stay
-    under ``budget_tokens``. Never indexes."""
+    under ``budget_tokens``. Never indexes. Memories citing ``code_refs`` rank first;
+    ``repository_memories``: the memories citing the repository do (the task may be empty)."""
     from citegraph.memory.brief import run_brief
 
     paths = list(repo_paths) if repo_paths else ([os.fspath(repo)] if repo is not None else None)
     return run_brief(home, task, project=project, workset=workset, code_refs=list(code_refs or []),
-                     budget_tokens=budget_tokens, repo_paths=paths, use_cache=use_cache, source=source)
+                     budget_tokens=budget_tokens, repo_paths=paths, use_cache=use_cache, source=source,
+                     repository_memories=repository_memories)
 
 
 def workset_prepare(home: Home, name: str, *, concurrency: int | None = None, jobs: int | None = None

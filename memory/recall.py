@@ -19,6 +19,12 @@ and its order relative to every other uncited memory — is exactly the pure BM2
 (legacy parity). Candidates are memories with score > 0, ordered by score, then most
 recently updated, then id; at most ``limit`` (24) of them.
 
+``pinned`` memories (brief ``--code-ref``: the memories whose citations touch the code
+named, found in the code index; the session-start hook: the memories citing the
+repository) are candidates whatever their score and rank before every other candidate,
+among themselves by the same order. Pinning never changes the score or the order of
+uncited memories relative to each other.
+
 Everything is one SQL statement over indexed tables: no Python loop over memories.
 """
 
@@ -144,25 +150,26 @@ cm AS (
   GROUP BY c.memory_id, c.id
 ),
 bo AS (SELECT memory_id, sum(w) AS boost FROM cm GROUP BY memory_id),
-ids AS (SELECT memory_id FROM bm UNION SELECT memory_id FROM bo)
+ids AS (SELECT memory_id FROM bm UNION SELECT memory_id FROM bo UNION SELECT id AS memory_id FROM _pin)
 SELECT i.memory_id, coalesce(bm.bm25, 0) AS bm25, coalesce(bo.boost, 0) AS boost,
        coalesce(bm.bm25, 0) + coalesce(bo.boost, 0) AS score
 FROM ids i JOIN docs d ON d.id = i.memory_id
 LEFT JOIN bm ON bm.memory_id = i.memory_id LEFT JOIN bo ON bo.memory_id = i.memory_id
-WHERE coalesce(bm.bm25, 0) + coalesce(bo.boost, 0) > 0
-ORDER BY score DESC, d.updated_at DESC, i.memory_id
+WHERE coalesce(bm.bm25, 0) + coalesce(bo.boost, 0) > 0 OR i.memory_id IN (SELECT id FROM _pin)
+ORDER BY (i.memory_id IN (SELECT id FROM _pin)) DESC, score DESC, d.updated_at DESC, i.memory_id
 LIMIT $limit
 """
 
 
 def recall(ms: MemoryStore, task: str, *, project: str | None = None,
            code_refs: list[str] | tuple[str, ...] = (), limit: int = MAX_CANDIDATES,
-           boosts: bool = True, patterns: Patterns | None = None) -> list[Candidate]:
+           boosts: bool = True, patterns: Patterns | None = None,
+           pinned: list[str] | tuple[str, ...] = ()) -> list[Candidate]:
     """The at most ``limit`` best memories for ``task`` (see the module docstring)."""
     terms = sorted(set(tokenize(task)))
     pats = patterns if patterns is not None else task_patterns(task, code_refs)
     rows = pats.rows if boosts else []
-    if not terms and not rows:
+    if not terms and not rows and not pinned:
         return []
     pt = pa.table({"kind": pa.array([r[0] for r in rows], pa.string()),
                    "value": pa.array([r[1] for r in rows], pa.string()),
@@ -175,8 +182,10 @@ def recall(ms: MemoryStore, task: str, *, project: str | None = None,
         params["project"] = project
     con = ms.con
     con.register("_p", pt)
+    con.register("_pin", pa.table({"id": pa.array(list(dict.fromkeys(pinned)), pa.string())}))
     try:
         out = con.execute(_RECALL_SQL.format(project_filter=project_filter), params).fetchall()
     finally:
         con.unregister("_p")
+        con.unregister("_pin")
     return [Candidate(r[0], float(r[3]), float(r[1]), float(r[2])) for r in out]

@@ -46,7 +46,7 @@ from citegraph.memory.receipt_checks import (
 from citegraph.memory.store import MAX_TEXT_BYTES, NAME_RE, Memory, MemoryStore, memory_id_for
 from citegraph.memory.untrusted_json import JSONInputError, lone_surrogate, shown
 from citegraph.memory.untrusted_json import loads as bounded_loads
-from citegraph.validator.model import Receipt
+from citegraph.validator.model import Receipt, locator_of
 
 FORMAT = "citegraph-memories"
 FORMAT_VERSION = 1
@@ -65,11 +65,13 @@ MEMORY_STR = ("id", "project", "topic", "kind", "text")
 
 def gate_problem(r: dict[str, Any]) -> tuple[str, str] | None:
     """(reason code, message) when a well-formed receipt may not be published."""
+    where = locator_of(r["kind"], r.get("path"), r.get("start_line"), r.get("end_line"), r.get("qualified_name"),
+                       r.get("ordinal"), r["ref"])
     if r.get("dirty"):
-        return "dirty-citation", (f"citation {r['id']} ({r['ref']}) was captured from uncommitted changes "
+        return "dirty-citation", (f"citation {r['id']} ({where}) was captured from uncommitted changes "
                                   "(dirty); re-capture it after committing")
     if r.get("repository_kind") != "remote":
-        return "local-repository", (f"citation {r['id']} ({r['ref']}) comes from a repository without a "
+        return "local-repository", (f"citation {r['id']} ({where}) comes from a repository without a "
                                     "network 'origin' remote (local identity); others cannot validate it")
     return None
 

@@ -1,5 +1,11 @@
-"""The memory store: memories, append-only revisions, citations (receipts), recall terms
-and the observation cache, in one DuckDB file.
+"""The memory store: memories, append-only revisions, citations (receipts), recall terms,
+the code index (code → memories) and the observation cache, in one DuckDB file.
+
+Schema versions (``meta.schema_version``; docs/storage.md): 1 — memories, revisions,
+citations, terms, observations, worksets; 2 — adds the ``code_index`` (the inverse index
+of the current revisions' citations, SPEC §18) and ``revisions.refresh`` (what a refresh
+replaced and why). A store of version 1 is migrated in place, in one transaction, the
+first time it is opened (read-only opens migrate first, then read); a newer one is refused.
 
 Connections are short-lived (open, one transaction, close) because a DuckDB file opened
 read-write by one process excludes every other process; a busy store is retried for a
@@ -29,7 +35,7 @@ from citegraph.graph.store import Home
 from citegraph.indexer.errors import CitegraphError
 from citegraph.validator.model import Observation, Observed, Receipt
 
-MEMORY_SCHEMA_VERSION = 1
+MEMORY_SCHEMA_VERSION = 2
 LOCK_WAIT_S = 10.0
 NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,128}")  # used with fullmatch: "team\n" is no name
 # One limit on memory text for every way in (capture, MCP, import, import-legacy): a memory
@@ -38,6 +44,44 @@ MAX_TEXT_BYTES = 64 * 1024
 TOKEN_RE = re.compile(r"[A-Za-z0-9_]+")
 
 RECEIPT_FIELDS = [f.name for f in fields(Receipt)]
+
+# The code index: one row per (citation of a memory's current revision, key). Keys:
+# ``path`` (the cited file), ``blob`` (its content at capture: finds a file moved
+# unchanged), and for symbols ``handle``, ``fragment`` (finds a moved copy) and ``locator``
+# (``path::Qualified.name``, any ordinal). Kept by every write of a revision (capture,
+# import, refresh, bulk load) and by forget; read by ``citegraph cited``, brief
+# ``--code-ref`` and the hooks (memory/cited.py).
+CODE_KEYS = ("path", "blob", "handle", "fragment", "locator")
+CODE_INDEX_COLS = ("memory_id", "revision", "citation_id", "position", "repository_id", "key_kind", "key",
+                   "kind", "path", "start_line", "end_line")
+CODE_INDEX_DDL = """CREATE TABLE IF NOT EXISTS code_index(memory_id VARCHAR NOT NULL, revision INTEGER NOT NULL,
+  citation_id VARCHAR NOT NULL, position INTEGER NOT NULL, repository_id VARCHAR, key_kind VARCHAR NOT NULL,
+  key VARCHAR NOT NULL, kind VARCHAR, path VARCHAR, start_line BIGINT, end_line BIGINT);"""
+CODE_INDEX_INDEXES = """
+CREATE INDEX IF NOT EXISTS code_index_key ON code_index(key);
+CREATE INDEX IF NOT EXISTS code_index_mem ON code_index(memory_id);
+CREATE INDEX IF NOT EXISTS code_index_repo ON code_index(repository_id);
+"""
+
+
+def code_keys(r: Receipt) -> list[tuple[str, str]]:
+    """The (key kind, key) pairs under which the code index finds receipt ``r``."""
+    keys = [("path", r.path), ("blob", r.blob_id)]
+    if r.kind == "symbol":
+        keys += [("handle", r.handle), ("fragment", r.fragment_hash),
+                 ("locator", f"{r.path}::{r.qualified_name}" if r.qualified_name else None)]
+    return [(k, v) for k, v in keys if isinstance(v, str) and v]
+
+
+def code_index_rows(memory_id: str, revision: int, receipts: list[Receipt],
+                    into: dict[str, list] | None = None) -> dict[str, list]:
+    cols = into if into is not None else {c: [] for c in CODE_INDEX_COLS}
+    for pos, r in enumerate(receipts):
+        for kk, key in code_keys(r):
+            for c, v in zip(CODE_INDEX_COLS, (memory_id, revision, r.id, pos, r.repository_id, kk, key, r.kind,
+                                              r.path, r.start_line, r.end_line), strict=True):
+                cols[c].append(v)
+    return cols
 
 DDL = f"""
 CREATE TABLE IF NOT EXISTS meta(key VARCHAR PRIMARY KEY, value VARCHAR);
@@ -48,10 +92,11 @@ CREATE TABLE IF NOT EXISTS memories(id VARCHAR PRIMARY KEY, project VARCHAR NOT 
   source_commit VARCHAR, legacy BOOLEAN DEFAULT FALSE, schema_version INTEGER, doc_len INTEGER);
 CREATE TABLE IF NOT EXISTS revisions(memory_id VARCHAR NOT NULL, revision INTEGER NOT NULL,
   text VARCHAR NOT NULL, kind VARCHAR, created_at DOUBLE, author VARCHAR, agent_id VARCHAR,
-  session_id VARCHAR, citation_ids VARCHAR, cleared INTEGER);
+  session_id VARCHAR, citation_ids VARCHAR, cleared INTEGER, refresh VARCHAR);
 CREATE TABLE IF NOT EXISTS citations(memory_id VARCHAR NOT NULL, revision INTEGER NOT NULL,
   position INTEGER NOT NULL, {", ".join(f"{n} VARCHAR" if n not in ("dirty", "start_line", "end_line", "ordinal", "start_byte", "end_byte") else (f"{n} BOOLEAN" if n == "dirty" else f"{n} BIGINT") for n in RECEIPT_FIELDS)});
 CREATE TABLE IF NOT EXISTS terms(memory_id VARCHAR NOT NULL, term VARCHAR NOT NULL, tf INTEGER NOT NULL);
+{CODE_INDEX_DDL}
 CREATE TABLE IF NOT EXISTS observations(snapshot_id VARCHAR NOT NULL, citation_id VARCHAR NOT NULL,
   outcome VARCHAR NOT NULL, reason VARCHAR, path VARCHAR, start_line BIGINT, end_line BIGINT,
   handle VARCHAR, PRIMARY KEY(snapshot_id, citation_id));
@@ -61,7 +106,7 @@ CREATE TABLE IF NOT EXISTS workset_members(workset VARCHAR NOT NULL, path VARCHA
 CREATE TABLE IF NOT EXISTS workset_pins(workset VARCHAR NOT NULL, path VARCHAR NOT NULL,
   repository_id VARCHAR, snapshot_id VARCHAR, state VARCHAR, reason VARCHAR, prepared_at DOUBLE);
 """
-INDEXES = """
+INDEXES = CODE_INDEX_INDEXES + """
 CREATE INDEX IF NOT EXISTS citations_mem ON citations(memory_id);
 CREATE INDEX IF NOT EXISTS terms_term ON terms(term);
 CREATE INDEX IF NOT EXISTS memories_project ON memories(project);
@@ -146,10 +191,15 @@ class Memory:
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
-        d["citations"] = [{"id": r.id, "ref": r.ref, "kind": r.kind, "path": r.path, "handle": r.handle,
-                           "repository_id": r.repository_id, "commit": r.commit, "dirty": r.dirty,
-                           "start_line": r.start_line, "end_line": r.end_line} for r in self.citations]
+        d["citations"] = [{**receipt_summary(r), "repository_id": r.repository_id} for r in self.citations]
         return d
+
+
+def receipt_summary(r: Receipt) -> dict[str, Any]:
+    """A stored citation as the memory commands show it (the locator names the code)."""
+    return {"id": r.id, "ref": r.ref, "locator": r.locator, "kind": r.kind, "path": r.path, "handle": r.handle,
+            "commit": r.commit, "snapshot_id": r.snapshot_id, "dirty": r.dirty, "start_line": r.start_line,
+            "end_line": r.end_line}
 
 
 MEMORY_COLS = ("id", "project", "topic", "kind", "status", "text", "revision", "created_at", "updated_at",
@@ -172,7 +222,20 @@ class MemoryStore:
         shares one connection — DuckDB refuses a second connection of another mode to the
         same file — opened by the first call and closed by the last: read-only calls run
         side by side, a read-write call waits for the read-only connection to drain, and
-        read-write calls run one at a time (no write-write conflicts)."""
+        read-write calls run one at a time (no write-write conflicts). A read-only open
+        of a store of an older schema migrates it first (one read-write open)."""
+        try:
+            with cls._open(home, read_only, wait_s) as ms:
+                yield ms
+        except _NeedsMigration:
+            with cls._open(home, False, wait_s):
+                pass
+            with cls._open(home, read_only, wait_s) as ms:
+                yield ms
+
+    @classmethod
+    @contextmanager
+    def _open(cls, home: Home, read_only: bool, wait_s: float) -> Iterator[MemoryStore]:
         gate = _gate(home.memory_db)
         want_rw = not read_only or not home.memory_db.exists()  # first use creates it
         deadline = time.monotonic() + wait_s
@@ -223,7 +286,7 @@ class MemoryStore:
             if read_write:
                 store._migrate()
             else:
-                store._check_version()
+                store._check_readable()
         except BaseException:
             con.close()
             raise
@@ -231,7 +294,7 @@ class MemoryStore:
 
     # --- schema ----------------------------------------------------------------------------
 
-    def _check_version(self) -> None:
+    def _check_version(self) -> int:
         try:
             rows = self.con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchall()
         except duckdb.Error as exc:
@@ -240,29 +303,68 @@ class MemoryStore:
         if version > MEMORY_SCHEMA_VERSION:
             raise CitegraphError(f"memory store schema {version} is newer than this citegraph",
                                  "upgrade citegraph or use another --home", code=3)
+        return version
+
+    def _check_readable(self) -> None:
+        """A read-only connection cannot migrate: an older store is migrated by a
+        read-write open first (``open``)."""
+        if self._check_version() < MEMORY_SCHEMA_VERSION:
+            raise _NeedsMigration()
 
     def _migrate(self) -> None:
         tables = {r[0] for r in self.con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         if tables and "meta" not in tables:
             raise CitegraphError("memory store file holds foreign tables",
                                  "move the file aside or choose another --home", code=3)
+        version = 0
         if "meta" in tables:
-            self._check_version()
-            rows = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
-            if rows and rows[0][0] == str(MEMORY_SCHEMA_VERSION) and "workset_pins" in tables:
+            version = self._check_version()
+            if version == MEMORY_SCHEMA_VERSION and {"workset_pins", "code_index"} <= tables:
                 return  # current: no DDL on the hot path of every write
-        self.con.execute(DDL)
-        self.con.execute(INDEXES)
-        self.con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(MEMORY_SCHEMA_VERSION)])
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            if version == 1:
+                self._migrate_1_to_2()
+            self.con.execute(DDL)
+            self.con.execute(INDEXES)
+            self.con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(MEMORY_SCHEMA_VERSION)])
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+
+    def _migrate_1_to_2(self) -> None:
+        """Version 1 → 2: the refresh column of revisions, and the code index built from the
+        citations of every memory's current revision (the rows ``remember`` would have
+        written)."""
+        self.con.execute("ALTER TABLE revisions ADD COLUMN IF NOT EXISTS refresh VARCHAR")
+        self.con.execute(CODE_INDEX_DDL)
+        rows = self.con.execute(
+            f"SELECT c.memory_id, c.revision, {', '.join('c.' + n for n in RECEIPT_FIELDS)} FROM citations c "
+            "JOIN memories m ON m.id = c.memory_id AND m.revision = c.revision "
+            "ORDER BY c.memory_id, c.position").fetchall()
+        by_mem: dict[tuple[str, int], list[Receipt]] = {}
+        for row in rows:
+            by_mem.setdefault((row[0], row[1]), []).append(Receipt(**dict(zip(RECEIPT_FIELDS, row[2:], strict=True))))
+        cols: dict[str, list] = {c: [] for c in CODE_INDEX_COLS}
+        for (mid, rev), receipts in by_mem.items():
+            code_index_rows(mid, rev, receipts, cols)
+        if cols["memory_id"]:
+            self._bulk("code_index", cols)
 
     # --- writes ------------------------------------------------------------------------------
 
     def remember(self, text: str, *, kind: str = "durable", project: str = "default", topic: str | None = None,
                  receipts: list[Receipt] | None = None, author: str | None = None, agent_id: str | None = None,
                  session_id: str | None = None, source_commit: str | None = None,
-                 supersedes: str | None = None, legacy: bool = False, now: float | None = None
-                 ) -> tuple[Memory, int]:
-        """Create or revise the (project, topic) memory; returns (memory, citations cleared)."""
+                 supersedes: str | None = None, legacy: bool = False, now: float | None = None,
+                 refresh: list[dict[str, Any]] | None = None, memory_id: str | None = None,
+                 expect_revision: int | None = None) -> tuple[Memory, int]:
+        """Create or revise the (project, topic) memory; returns (memory, citations cleared).
+        ``refresh``: what a refresh replaced in this revision and why (memory/refresh.py);
+        ``memory_id`` revises that memory (a memory stored without a topic has no
+        (project, topic) key); ``expect_revision``: refuse (retryable) unless the memory
+        is still at that revision — nothing written."""
         check_text(text)
         if kind not in ("durable", "handoff"):
             raise CitegraphError(f"invalid kind {kind!r}", "use durable or handoff", code=2)
@@ -273,12 +375,16 @@ class MemoryStore:
             check_field(what, value)
         receipts = receipts or []
         now = time.time() if now is None else now
-        mid = memory_id_for(project, topic) if topic else "cgm_" + uuid.uuid4().hex[:16]
+        mid = memory_id or (memory_id_for(project, topic) if topic else "cgm_" + uuid.uuid4().hex[:16])
         topic = topic or mid[4:]
         self.con.execute("BEGIN TRANSACTION")
         try:
             prev = self.con.execute("SELECT revision, created_at, supersedes, superseded_by FROM memories "
                                     "WHERE id = ?", [mid]).fetchall()
+            if expect_revision is not None and (not prev or prev[0][0] != expect_revision):
+                raise CitegraphError(f"memory {mid} was revised meanwhile (expected revision {expect_revision}); "
+                                     "nothing was written", "run the command again", code=1, retryable=True,
+                                     kind="racing")
             cleared = 0
             superseded_by = None
             if prev:
@@ -291,6 +397,7 @@ class MemoryStore:
                 cleared = cleared if not receipts else 0
                 self.con.execute("DELETE FROM memories WHERE id = ?", [mid])
                 self.con.execute("DELETE FROM terms WHERE memory_id = ?", [mid])
+                self.con.execute("DELETE FROM code_index WHERE memory_id = ?", [mid])
             else:
                 revision, created = 1, now
             toks = tokenize(f"{text} {topic} {project}")
@@ -299,9 +406,10 @@ class MemoryStore:
                 f"({', '.join('?' * (len(MEMORY_COLS) + 2))})",
                 [mid, project, topic, kind, "active", text, revision, created, now, author, agent_id, session_id,
                  supersedes, superseded_by, source_commit, legacy, MEMORY_SCHEMA_VERSION, len(toks)])
-            self.con.execute("INSERT INTO revisions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            self.con.execute("INSERT INTO revisions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                              [mid, revision, text, kind, now, author, agent_id, session_id,
-                              json.dumps([r.id for r in receipts]), cleared])
+                              json.dumps([r.id for r in receipts]), cleared,
+                              json.dumps(refresh) if refresh else None])
             if receipts:
                 cols: dict[str, list] = {"memory_id": [], "revision": [], "position": []}
                 cols.update({n: [] for n in RECEIPT_FIELDS})
@@ -312,6 +420,7 @@ class MemoryStore:
                     for n in RECEIPT_FIELDS:
                         cols[n].append(getattr(r, n))
                 self._bulk("citations", cols)
+                self._bulk("code_index", code_index_rows(mid, revision, receipts))
             counts = Counter(toks)
             if counts:
                 self._bulk("terms", {"memory_id": [mid] * len(counts), "term": list(counts),
@@ -343,7 +452,7 @@ class MemoryStore:
         mem = self.require(memory_id)
         self.con.execute("BEGIN TRANSACTION")
         for table, col in (("memories", "id"), ("revisions", "memory_id"), ("citations", "memory_id"),
-                           ("terms", "memory_id")):
+                           ("terms", "memory_id"), ("code_index", "memory_id")):
             self.con.execute(f"DELETE FROM {table} WHERE {col} = ?", [mem.id])
         self.con.execute("UPDATE memories SET superseded_by = NULL WHERE superseded_by = ?", [mem.id])
         self.con.execute("UPDATE memories SET supersedes = NULL WHERE supersedes = ?", [mem.id])
@@ -401,15 +510,69 @@ class MemoryStore:
             by_id[row[0]].citations.append(Receipt(**dict(zip(RECEIPT_FIELDS, row[1:], strict=True))))
 
     def history(self, memory_id: str) -> list[dict[str, Any]]:
+        """Every revision, oldest first, with its citations (the receipts as stored then)
+        and, for a revision written by ``refresh``, what it replaced and why."""
         mem_rows = self.con.execute("SELECT id FROM memories WHERE id = ?", [memory_id]).fetchall()
         rows = self.con.execute(
-            "SELECT revision, text, kind, created_at, author, agent_id, session_id, citation_ids, cleared "
+            "SELECT revision, text, kind, created_at, author, agent_id, session_id, citation_ids, cleared, refresh "
             "FROM revisions WHERE memory_id = ? ORDER BY revision", [memory_id]).fetchall()
         if not rows and not mem_rows:
             raise CitegraphError(f"no memory {memory_id}", "list memories with citegraph list", code=2)
+        cites: dict[int, list[dict[str, Any]]] = {}
+        for row in self.con.execute(
+                f"SELECT revision, {', '.join(RECEIPT_FIELDS)} FROM citations WHERE memory_id = ? "
+                "ORDER BY revision, position", [memory_id]).fetchall():
+            r = Receipt(**dict(zip(RECEIPT_FIELDS, row[1:], strict=True)))
+            cites.setdefault(row[0], []).append(receipt_summary(r))
         return [{"revision": r[0], "text": r[1], "kind": r[2], "created_at": r[3], "author": r[4],
                  "agent_id": r[5], "session_id": r[6], "citation_ids": json.loads(r[7] or "[]"),
-                 "cleared": r[8]} for r in rows]
+                 "cleared": r[8], "citations": cites.get(r[0], []),
+                 "refresh": json.loads(r[9]) if r[9] else None} for r in rows]
+
+    # --- the code index ------------------------------------------------------------------
+
+    def code_lookup(self, repository_ids: list[str], keys: list[tuple[str, str]], *,
+                    include_archived: bool = False) -> list[dict[str, Any]]:
+        """Rows of the code index whose (key kind, key) is one of ``keys``, for citations of
+        ``repository_ids``, of active (and not superseded) memories unless
+        ``include_archived``. Point lookups by key (indexed), never a scan of memories."""
+        if not keys or not repository_ids:
+            return []
+        t = pa.table({"kk": [k for k, _ in keys], "k": [v for _, v in keys]})
+        status = "" if include_archived else "AND m.status = 'active' AND m.superseded_by IS NULL"
+        self.con.register("_keys", t)
+        try:
+            rows = self.con.execute(
+                f"SELECT x.memory_id, x.citation_id, x.position, x.repository_id, x.key_kind, x.key, x.kind, x.path, "
+                f"x.start_line, x.end_line FROM code_index x JOIN _keys q ON x.key = q.k AND x.key_kind = q.kk "
+                f"JOIN memories m ON m.id = x.memory_id AND m.revision = x.revision "
+                f"WHERE list_contains(?::VARCHAR[], x.repository_id) {status} "
+                f"ORDER BY m.updated_at DESC, x.memory_id, x.position", [list(repository_ids)]).fetchall()
+        finally:
+            self.con.unregister("_keys")
+        cols = ("memory_id", "citation_id", "position", "repository_id", "key_kind", "key", "kind", "path",
+                "start_line", "end_line")
+        return [dict(zip(cols, r, strict=True)) for r in rows]
+
+    def memories_citing(self, repository_ids: list[str], limit: int) -> list[str]:
+        """Active memories with a citation of one of ``repository_ids``, most recently
+        updated first (the code index, by repository)."""
+        if not repository_ids:
+            return []
+        rows = self.con.execute(
+            "SELECT m.id FROM memories m WHERE m.status = 'active' AND m.superseded_by IS NULL AND EXISTS "
+            "(SELECT 1 FROM code_index x WHERE x.memory_id = m.id AND x.revision = m.revision "
+            "AND list_contains(?::VARCHAR[], x.repository_id)) ORDER BY m.updated_at DESC, m.id LIMIT ?",
+            [list(repository_ids), int(limit)]).fetchall()
+        return [r[0] for r in rows]
+
+    def memories_by_repository(self, repository_ids: list[str]) -> int:
+        """How many memories (any status) have a current citation of ``repository_ids``."""
+        if not repository_ids:
+            return 0
+        return int(self.con.execute(
+            "SELECT count(DISTINCT x.memory_id) FROM code_index x WHERE list_contains(?::VARCHAR[], x.repository_id)",
+            [list(repository_ids)]).fetchall()[0][0])
 
     # --- observation cache (validator.pipeline.ObservationCache) ----------------------------
 
@@ -444,6 +607,10 @@ class MemoryStore:
             pass  # a cache: a read-only or busy store simply does not remember
         finally:
             self.con.unregister("_obs")
+
+
+class _NeedsMigration(Exception):
+    """A read-only open found a store of an older schema (``MemoryStore.open`` migrates)."""
 
 
 class _Gate:
@@ -551,6 +718,7 @@ def bulk_insert(ms: MemoryStore, items: list[dict[str, Any]], now: float | None 
                                             "agent_id", "session_id", "citation_ids", "cleared")}
     cit: dict[str, list] = {"memory_id": [], "revision": [], "position": [], **{n: [] for n in RECEIPT_FIELDS}}
     trm: dict[str, list] = {"memory_id": [], "term": [], "tf": []}
+    idx: dict[str, list] = {c: [] for c in CODE_INDEX_COLS}
     ids = []
     for it in items:
         text, project = it["text"], it.get("project") or "default"
@@ -578,12 +746,14 @@ def bulk_insert(ms: MemoryStore, items: list[dict[str, Any]], now: float | None 
             cit["position"].append(pos)
             for n in RECEIPT_FIELDS:
                 cit[n].append(getattr(r, n))
+        code_index_rows(mid, 1, receipts, idx)
         for term, tf in Counter(toks).items():
             trm["memory_id"].append(mid)
             trm["term"].append(term)
             trm["tf"].append(tf)
         ids.append(mid)
-    for table, cols in (("memories", mem), ("revisions", rev), ("citations", cit), ("terms", trm)):
+    for table, cols in (("memories", mem), ("revisions", rev), ("citations", cit), ("terms", trm),
+                        ("code_index", idx)):
         if cols["memory_id" if table != "memories" else "id"]:
             ms._bulk(table, cols)
     return ids

@@ -306,7 +306,7 @@ def _remember(ctx: ToolContext, a: dict[str, Any]) -> tuple[dict[str, Any], str]
                            source_commit=a.get("sourceCommit"), source=ctx.source(REMEMBER_WAIT_S))
     lines = [f"{res['id']} revision {res['revision']} ({len(res['citations'])} citation(s))"]
     for c in res["citations"]:
-        lines.append(f"  {c['id']} {c['kind']:6} {c['ref']}{'  [dirty]' if c.get('dirty') else ''}")
+        lines.append(f"  {c['id']} {c['kind']:6} {c.get('locator') or c['ref']}{'  [dirty]' if c.get('dirty') else ''}")
     if res.get("cleared_citations"):
         lines.append(f"  cleared {res['cleared_citations']} citation(s) of the previous revision")
     return res, "\n".join(lines)
@@ -334,7 +334,7 @@ def _validate(ctx: ToolContext, a: dict[str, Any]) -> tuple[dict[str, Any], str]
             o = c.get("observed")
             if o and c["outcome"] == "relocated":
                 loc = f" -> {o['path']}" + (f"#L{o['start_line']}-L{o['end_line']}" if o.get("start_line") else "")
-            lines.append(f"  {c['outcome']:9} {c['ref']}{why}{loc}")
+            lines.append(f"  {c['outcome']:9} {c.get('locator') or c['ref']}{why}{loc}")
     lines.append("summary: " + ", ".join(f"{k}={v}" for k, v in data["summary"].items()))
     return data, "\n".join(lines)
 

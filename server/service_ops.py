@@ -16,6 +16,7 @@ from citegraph.server.service import Service
 
 REMEMBER_WAIT_S = 2.0
 READ_WAIT_S = 1.0
+HOOK_WAIT_S = 0.1  # before an edit: answer fast; an edit made just now may still be building
 
 
 def _str(args: dict[str, Any], key: str, default: str | None = None) -> str | None:
@@ -139,5 +140,47 @@ def brief(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
     return {"json_text": res.json_text, "text": res.text}
 
 
+def _int(args: dict[str, Any], key: str, default: int, lo: int, hi: int) -> int:
+    v = args.get(key, default)
+    if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+        raise CitegraphError(f"request argument {key} must be an integer {lo}–{hi}", "", code=2, kind="usage")
+    return v
+
+
+def cited(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
+    from citegraph.memory.cited import DEFAULT_LIMIT, MAX_LIMIT
+    from citegraph.memory.cited import cited as run
+
+    return run(svc.home, _strs(args, "refs") or [], repo=_str(args, "repo") or ".",
+               limit=_int(args, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT),
+               include_archived=bool(args.get("include_archived")), source=svc.source(wait_s=_wait(args, READ_WAIT_S)))
+
+
+def refresh(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
+    from citegraph.memory.refresh import refresh as run
+
+    return run(svc.home, _strs(args, "memory_ids") or [], all_memories=bool(args.get("all")),
+               accept=_str(args, "accept"), dry_run=bool(args.get("dry_run")), repo=_str(args, "repo") or ".",
+               project=_str(args, "project"), source=svc.source(wait_s=_wait(args, READ_WAIT_S)))
+
+
+def hook_pre_edit(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
+    from citegraph.memory.hooks import pre_edit
+
+    file = _str(args, "file")
+    if not file:
+        raise CitegraphError("request argument file is missing", "", code=2, kind="usage")
+    return {"output": pre_edit(svc.home, file, source=svc.source(wait_s=_wait(args, HOOK_WAIT_S)))}
+
+
+def hook_session_start(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
+    from citegraph.memory.hooks import SESSION_BUDGET, session_start
+
+    return {"output": session_start(svc.home, _str(args, "cwd") or ".",
+                                    budget_tokens=_int(args, "budget_tokens", SESSION_BUDGET, 800, 1500),
+                                    source=svc.source(wait_s=_wait(args, READ_WAIT_S)))}
+
+
 HANDLERS = {"ping": ping, "register": register, "status": status, "index": index, "symbols": symbols,
-            "find": find, "remember": remember, "validate": validate, "brief": brief}
+            "find": find, "remember": remember, "validate": validate, "brief": brief, "cited": cited,
+            "refresh": refresh, "hook_pre_edit": hook_pre_edit, "hook_session_start": hook_session_start}

@@ -174,8 +174,10 @@ def test_ambiguous_symbol_lists_candidates_with_handles(shared):
     getter = handle("src/temp.py", "Temperature.celsius", "method", 1)
     setter = handle("src/temp.py", "Temperature.celsius", "method", 2)
     assert "2 symbols match" in err.what
-    assert f"{getter} method src/temp.py::Temperature.celsius L2-4" in err.what
-    assert f"{setter} method src/temp.py::Temperature.celsius L6-8" in err.what
+    # candidates carry their ordinal, the spelling that names one of them (SPEC §18)
+    assert f"{getter} method src/temp.py::Temperature.celsius[1] L2-4" in err.what
+    assert f"{setter} method src/temp.py::Temperature.celsius[2] L6-8" in err.what
+    assert "src/temp.py::Temperature.celsius[N]" in err.todo
     # Either candidate can then be cited by its handle.
     mem = cite(home, repo, setter, topic="ambiguous-ok")
     assert mem["citations"][0]["handle"] == setter and mem["citations"][0]["path"] == "src/temp.py"

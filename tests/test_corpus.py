@@ -148,7 +148,7 @@ def test_changing_any_single_label_fails_the_run(subset_run, name, label, flippe
     target.set_label(step, mem, ref, flipped)
     rescored = [rescore(c, r) for c, r in zip(edited, results, strict=True)]
     failed = failing(gates(rescored))
-    assert "labels not matched (every citation, freshness and capture label)" in failed
+    assert "labels not matched (citation, freshness, capture, refresh)" in failed
     # and the untouched labels still agree: the failure is exactly the flipped one
     gate = next(g for g in gates(rescored) if g.name.startswith("labels not matched"))
     assert gate.value == 1
@@ -161,8 +161,17 @@ def test_flipped_label_fails_end_to_end():
     case.set_label(step, mem, ref, flip_outcome(text))
     results = run_cases([case], jobs=1)
     failed = failing(gates(results))
-    assert "labels not matched (every citation, freshness and capture label)" in failed
+    assert "labels not matched (citation, freshness, capture, refresh)" in failed
     assert "relocation recall" in failed or "relocation precision" in failed or "false fresh" in failed
+
+
+def test_a_wrong_refresh_expectation_fails_the_run():
+    """A refresh step's expected counts are labels too."""
+    case = BY_NAME["refresh_successor_javascript"].copy()
+    step = next(s for s in case.data["steps"] if s["op"] == "refresh")
+    step["expect"]["refreshed"] = 1  # it refuses the successor: 0 refreshed
+    failed = failing(gates(run_cases([case], jobs=1)))
+    assert "labels not matched (citation, freshness, capture, refresh)" in failed
 
 
 def test_safety_gates_do_not_rely_on_labels_alone(subset_run):

@@ -696,3 +696,36 @@ def test_memory_reason():
     assert d.memory_reason([nc, Observation("f", "changed")]) is None  # stale: its citations say what changed
     assert d.memory_reason([Observation("g", "deleted"), cov]) is None
     assert d.memory_reason([Observation("h", "unknown", None)]) is None
+
+
+# --- refresh (SPEC §18) ---------------------------------------------------------------------------
+
+SUCCESSOR = "cgs_" + "9" * 32
+
+
+@pytest.mark.parametrize("reloc, succ", list(itertools.product([True, False], repeat=2)))
+def test_refresh_action_table(reloc, succ):
+    """Every row of refresh_action, under every --accept: only a relocated citation (when
+    accepted) and a changed symbol with an observed handle other than the cited one (when
+    successors are accepted) are refreshed; exact is kept; everything else is refused."""
+    act = lambda r, o: d.refresh_action(r, o, accept_relocated=reloc, accept_successor=succ)  # noqa: E731
+    sym, span, file = receipt("symbol"), receipt("span"), receipt("file")
+    for r in (sym, span, file):
+        assert act(r, Observation(r.id, "exact", None, Observed(r.path))) == ("keep", "exact")
+        moved = Observation(r.id, "relocated", None, Observed("src/b.py", 1, 3, SUCCESSOR if r is sym else None))
+        assert act(r, moved) == (("refresh", "relocated") if reloc else ("refuse", "relocated-not-accepted"))
+        assert act(r, Observation(r.id, "relocated", None, None)) == ("refuse", "no-location")
+        assert act(r, Observation(r.id, "deleted")) == ("refuse", "deleted")
+        for reason in ("not-current", "ambiguous-relocation", "racing"):
+            assert act(r, Observation(r.id, "unknown", reason)) == ("refuse", "unknown")
+        # changed in place (the observed location is the cited one): never refreshed
+        assert act(r, Observation(r.id, "changed", None, Observed(r.path, 1, 3, r.handle))) == ("refuse", "changed")
+        assert act(r, Observation(r.id, "changed", None, None)) == ("refuse", "changed")
+    # a changed symbol with its unique observed successor (another handle)
+    succeeded = Observation(sym.id, "changed", None, Observed("src/a.py", 7, 9, SUCCESSOR))
+    assert act(sym, succeeded) == (("refresh", "successor") if succ else ("refuse", "successor-not-accepted"))
+    assert act(sym, Observation(sym.id, "changed", None, Observed("src/a.py", 7, 9, None))) == ("refuse", "changed")
+    # a file or span has no successor, whatever the observation says
+    for r in (span, file):
+        assert act(r, Observation(r.id, "changed", None, Observed("src/b.py", 7, 9, SUCCESSOR))) == \
+            ("refuse", "changed")

@@ -83,6 +83,10 @@ def test_brief_outputs_match_the_schema(scene, home, run_cli):
                           "--repo", root, "--code-ref", "../bad", "--code-ref", "src/retry.py")),
         json.loads(invoke(home, "brief", "--task", "fleet claim", "--json", "--repo", root)),
         json.loads(invoke(home, "brief", "--task", "nothing at all", "--json", "--repo", root)),
+        # few enough to be shown in full (the fleet memories above fill the budget with
+        # compact forms whose citations are only counted)
+        json.loads(invoke(home, "brief", "--task", "exact moved changed deleted", "--json", "--repo", root)),
+        json.loads(invoke(home, "brief", "--task", "fleet0", "--json", "--repo", root)),
     ]
     p = run_cli("brief", "--task", "retry claim", "--json", cwd=root)
     assert p.returncode == 0, p.stderr
@@ -91,6 +95,7 @@ def test_brief_outputs_match_the_schema(scene, home, run_cli):
     docs.append(api.brief(home, "retry claim", workset="w").to_json())
     for d in docs:
         check("brief.schema.json", d)
+    assert any("cut" in m for d in docs for m in d["memories"] + d["stale"])  # the cut form is checked too
     seen = {m["freshness"] for d in docs for m in d["memories"] + d["stale"]}
     outcomes = {c["outcome"] for d in docs for m in d["memories"] + d["stale"] for c in m["citations"]}
     issues = {i["kind"] for d in docs for i in d["issues"]}
@@ -110,3 +115,48 @@ def test_validate_outputs_match_the_schema(scene, home):
         check("validate.schema.json", json.loads(line), part="memory")
     ws.create(home, "w", [root])
     check("validate.schema.json", json.loads(invoke(home, "validate", "--workset", "w", "--format", "json")))
+
+
+@pytest.mark.parametrize("name", ["cited.schema.json", "refresh.schema.json", "history.schema.json",
+                                  "hook.schema.json", "repo.schema.json"])
+def test_agent_loop_schemas_are_valid_draft_2020_12(name):
+    jsonschema.Draft202012Validator.check_schema(schema(name))
+
+
+def test_cited_outputs_match_the_schema(scene, home):
+    root = str(scene.root)
+    docs = [json.loads(invoke(home, "cited", *refs, "--repo", root, "--json"))
+            for refs in (["src/retry.py"], ["src/retry.py#L2-L3"], ["src/retry.py::Retry.delay"],
+                         ["docs/notes.txt"], ["src/gone.py::old"], ["nothing.txt"])]
+    for d in docs:
+        check("cited.schema.json", d)
+    assert {m["freshness"] for d in docs for m in d["memories"]} >= {"fresh", "stale"}
+    assert {x["how"] for d in docs for m in d["memories"] for x in m["matches"]} >= {"path", "overlap", "handle",
+                                                                                      "file", "content"}
+    assert docs[-1]["memories"] == [] and any(not t["resolved"] for d in docs for t in d["refs"])
+
+
+def test_refresh_and_history_outputs_match_the_schema(scene, home):
+    root = str(scene.root)
+    dry = json.loads(invoke(home, "refresh", "--all", "--repo", root, "--dry-run", "--json"))
+    done = json.loads(invoke(home, "refresh", "--all", "--repo", root, "--accept", "relocated,successor", "--json"))
+    for d in (dry, done):
+        check("refresh.schema.json", d)
+    assert {c["action"] for m in done["memories"] for c in m["citations"]} == {"refresh", "keep", "refuse"}
+    moved = next(m["id"] for m in done["memories"] if m["written"])
+    hist = json.loads(invoke(home, "history", moved, "--json"))
+    check("history.schema.json", hist)
+    assert hist["revisions"][0]["refresh"] is None and hist["revisions"][-1]["refresh"]
+
+
+def test_hook_and_repo_outputs_match_the_schema(scene, home, run_cli):
+    from citegraph.memory.hooks import pre_edit, session_start
+
+    out = pre_edit(home, scene.root / "src" / "retry.py")
+    assert out is not None and "systemMessage" in out  # the changed memory is stale
+    check("hook.schema.json", out)
+    check("hook.schema.json", session_start(home, scene.root))
+    shown = json.loads(invoke(home, "repo", "show", str(scene.root), "--json"))
+    check("repo.schema.json", shown)
+    moved = json.loads(invoke(home, "repo", "move", "https://a.example/x", "https://b.example/y", "--json"))
+    check("repo.schema.json", moved)

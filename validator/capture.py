@@ -18,6 +18,7 @@ from citegraph.graph.store import Home
 from citegraph.indexer import gitrepo
 from citegraph.indexer.errors import CitegraphError
 from citegraph.indexer.extract import EXTRACTOR_VERSION
+from citegraph.indexer.overloads import overload_stubs
 from citegraph.validator.decisions import Reason
 from citegraph.validator.model import Receipt
 from citegraph.validator.refs import ParsedRef, bad_ref, parse_refs, same_evidence_note
@@ -61,6 +62,16 @@ def capture(home: Home, repo_path: str | os.PathLike[str], refs: list[str],
         return []
     source = source or ScanSource()
     cur = source.read(repo_path, home)
+    receipts = capture_at(cur, parsed, notes)
+    if source.moved(cur):
+        raise CitegraphError("the repository changed while the refs were being resolved; nothing was stored",
+                             "retry the command", code=1, retryable=True, kind=str(Reason.RACING))
+    return receipts
+
+
+def capture_at(cur: CurrentState, parsed: list[ParsedRef], notes: list[str] | None = None) -> list[Receipt]:
+    """Resolve parsed refs against the exact-current snapshot of the state ``cur`` (read
+    by the caller, who also checks that it did not move). Raises as ``capture`` does."""
     if not cur.exact_current:
         raise not_current_error(cur)
     with Snapshot.open(cur.store, cur.snapshot_id, cur.repo) as snap:
@@ -73,9 +84,6 @@ def capture(home: Home, repo_path: str | os.PathLike[str], refs: list[str],
             receipts.append(r)
         elif notes is not None:
             notes.append(same_evidence_note(r.ref, first.ref))
-    if source.moved(cur):
-        raise CitegraphError("the repository changed while the refs were being resolved; nothing was stored",
-                             "retry the command", code=1, retryable=True, kind=str(Reason.RACING))
     return receipts
 
 
@@ -141,15 +149,28 @@ def _resolve(p: ParsedRef, cur: CurrentState, snap: Snapshot) -> Receipt:
 
 
 def _candidates(rows: list[dict]) -> str:
-    shown = [f"{r['handle']} {r['kind']} {r['path']}::{r['qualified_name']} L{r['start_line']}-{r['end_line']}"
+    shown = [f"{r['handle']} {r['kind']} {r['path']}::{r['qualified_name']}"
+             f"{'[' + str(r['ordinal']) + ']' if r.get('ordinal') else ''} L{r['start_line']}-{r['end_line']}"
              for r in rows[:10]]
     more = f" (+{len(rows) - 10} more)" if len(rows) > 10 else ""
     return "; ".join(shown) + more
 
 
-def _resolve_symbol(p: ParsedRef, cur: CurrentState, snap: Snapshot) -> Receipt:
+def pick_overload(stubs: list[bool]) -> int | None:
+    """Among several definitions of one name, the index of the implementation when every
+    other one is a typing overload stub (SPEC §18), else None (the ref is ambiguous)."""
+    impls = [i for i, stub in enumerate(stubs) if not stub]
+    if len(impls) == 1 and len(stubs) > 1:
+        return impls[0]
+    return None
+
+
+def find_symbol(p: ParsedRef, cur: CurrentState, snap: Snapshot) -> dict:
+    """The snapshot's symbol row a symbol ref names (a handle, or a locator with an
+    optional ordinal; the implementation when the other definitions of the name are
+    typing overload stubs); raises ``invalid-ref`` listing candidates otherwise."""
     if p.handle:
-        if p.repository_prefix and p.repository_prefix != cur.identity.prefix:
+        if p.repository_prefix and p.repository_prefix not in cur.identity_prefixes():
             raise bad_ref(p.ref, f"the cgr_ handle belongs to repository {p.repository_prefix}…, "
                           f"not this one ({cur.identity.prefix}…)", "run the command in that repository")
         sym = snap.symbol(p.handle)
@@ -158,19 +179,39 @@ def _resolve_symbol(p: ParsedRef, cur: CurrentState, snap: Snapshot) -> Receipt:
                           "find the current handle with `citegraph find NAME`")
     else:
         assert p.path is not None and p.qualified_name is not None
-        _file_row(p, p.path, cur, snap)
+        frow = _file_row(p, p.path, cur, snap)
         in_file = snap.symbols_in(p.path)
         matches = [s for s in in_file if s["qualified_name"] == p.qualified_name]
+        if p.ordinal is not None:
+            named = [s for s in matches if s["ordinal"] == p.ordinal or (p.ordinal == 1 and len(matches) == 1)]
+            if len(named) != 1:
+                listing = _candidates(matches) if matches else "none with that name"
+                raise bad_ref(p.ref, f"{len(named)} definitions of {p.qualified_name} have ordinal {p.ordinal} "
+                              f"in {p.path}; candidates: {listing}",
+                              "use an ordinal from the candidates, or a cgs_ handle")
+            matches = named
+        elif len(matches) > 1:
+            data = snap.blob_bytes(frow["blob_id"])
+            stubs = overload_stubs(matches[0]["language"], data, [(s["start_byte"], s["end_byte"]) for s in matches]) \
+                if data is not None else [False] * len(matches)
+            at = pick_overload(stubs)
+            if at is not None:
+                matches = [matches[at]]
         if len(matches) != 1:
             if matches:
                 raise bad_ref(p.ref, f"{len(matches)} symbols match: {_candidates(matches)}",
-                              "cite one of them by its cgs_ handle")
+                              f"name one by its ordinal ({p.path}::{p.qualified_name}[N]) or its cgs_ handle")
             last = p.qualified_name.rsplit(".", 1)[-1]
             near = [s for s in in_file if s["name"] == last] or in_file
             listing = _candidates(near) if near else "the file has no symbols"
             raise bad_ref(p.ref, f"no symbol {p.qualified_name} in {p.path}; candidates: {listing}",
                           "use one of the candidates' qualified names or handles")
         sym = matches[0]
+    return sym
+
+
+def _resolve_symbol(p: ParsedRef, cur: CurrentState, snap: Snapshot) -> Receipt:
+    sym = find_symbol(p, cur, snap)
     row = _file_row(p, sym["path"], cur, snap)
     fields = _base(p, cur, row)
     fields.update(
@@ -180,3 +221,27 @@ def _resolve_symbol(p: ParsedRef, cur: CurrentState, snap: Snapshot) -> Receipt:
         end_byte=sym["end_byte"], fragment_hash=sym["fragment_hash"], body_hash=sym["body_hash"])
     fields["id"] = receipt_id(fields)
     return Receipt(**fields)
+
+
+def respell(r: Receipt, ref: str) -> Receipt:
+    """The same receipt under another spelling of its ref (a refresh keeps the user's form:
+    a locator stays a locator); the citation id is recomputed from the fields."""
+    fields = r.to_dict()
+    fields["ref"] = ref
+    fields["id"] = receipt_id(fields)
+    return Receipt(**fields)
+
+
+def resolve_each(cur: CurrentState, parsed: list[ParsedRef]) -> list[Receipt | None]:
+    """Each parsed ref resolved alone against the exact-current snapshot of ``cur`` (one
+    that does not resolve is None, not a failed batch); the caller checks ``moved``."""
+    if not cur.exact_current:
+        raise not_current_error(cur)
+    out: list[Receipt | None] = []
+    with Snapshot.open(cur.store, cur.snapshot_id, cur.repo) as snap:
+        for p in parsed:
+            try:
+                out.append(_resolve(p, cur, snap))
+            except CitegraphError:
+                out.append(None)
+    return out

@@ -330,3 +330,39 @@ def legacy_freshness(source_commit: str | None, *, is_head: bool, worktree_clean
     if is_ancestor:
         return "unknown", "source-commit-behind"
     return "stale", "source-commit-not-ancestor"
+
+
+# --- refresh (SPEC §18) ---------------------------------------------------------------------
+
+REFRESH = "refresh"
+KEEP = "keep"
+REFUSE = "refuse"
+
+
+def refresh_action(r: Receipt, o: Observation, *, accept_relocated: bool, accept_successor: bool
+                   ) -> tuple[str, str]:
+    """May ``refresh`` re-capture citation ``r`` at the location observation ``o`` gives?
+    (action, why): ``keep`` an exact one; ``refresh`` a relocated one (with ``--accept
+    relocated``) or a changed symbol with its unique observed successor — a handle other
+    than the cited one (with ``--accept successor``); ``refuse`` everything else: changed
+    without a successor, deleted, unknown, or a kind not accepted. Never automatic: only
+    the command asks."""
+    if o.outcome == "exact":
+        return KEEP, "exact"
+    if o.outcome == "relocated":
+        if o.observed is None:
+            return REFUSE, "no-location"  # nothing to re-capture at
+        if not accept_relocated:
+            return REFUSE, "relocated-not-accepted"
+        return REFRESH, "relocated"
+    if o.outcome == "changed":
+        successor = r.kind == "symbol" and o.observed is not None and o.observed.handle is not None \
+            and o.observed.handle != r.handle
+        if not successor:
+            return REFUSE, "changed"  # the cited code itself changed: the claim needs a review
+        if not accept_successor:
+            return REFUSE, "successor-not-accepted"
+        return REFRESH, "successor"
+    if o.outcome == "deleted":
+        return REFUSE, "deleted"
+    return REFUSE, "unknown"

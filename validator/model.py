@@ -50,6 +50,29 @@ class Receipt:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @property
+    def locator(self) -> str:
+        """How outputs name the cited code, never by a hash alone: ``path`` for a file,
+        ``path#La-Lb`` for a span, ``path::Qualified.name`` for a symbol — with ``[N]``,
+        its ordinal, when several definitions share the name (docs/handles.md)."""
+        return locator_of(self.kind, self.path, self.start_line, self.end_line, self.qualified_name,
+                          self.ordinal, self.ref)
+
+
+def locator_of(kind: str, path: str | None, start_line: int | None, end_line: int | None,
+               qualified_name: str | None, ordinal: int | None, fallback: str) -> str:
+    """The locator of a citation (see ``Receipt.locator``); ``fallback`` when the fields
+    needed are missing (a malformed stored receipt)."""
+    if not path:
+        return fallback
+    if kind == "symbol":
+        if not qualified_name:
+            return fallback
+        return f"{path}::{qualified_name}" + (f"[{ordinal}]" if ordinal else "")
+    if kind == "span" and start_line and end_line:
+        return f"{path}#L{start_line}-L{end_line}"
+    return path
+
 
 class Observed(NamedTuple):
     path: str

@@ -33,6 +33,7 @@ from typing import Any, Protocol
 import pygit2
 
 from citegraph.graph.current import CurrentState, ScanSource, StateSource
+from citegraph.graph.identity import former_ids
 from citegraph.graph.snapshot_reader import DamagedSnapshot, Snapshot
 from citegraph.graph.store import Home
 from citegraph.indexer.errors import CitegraphError
@@ -256,17 +257,27 @@ def _plan(home: Home, items: list[MemoryInput], scope: Scope, *, max_citations: 
             checked.append((r, ok, within))
 
     need_legacy = any(not it.receipts and it.source_commit for it in items)
-    to_read = [p for p, rid in scope.paths if rid is None or rid in admitted]
+    # A member whose recorded id is not admitted is still read when one of its former ids
+    # (identity history, graph/identity.py) is: its clone answers for those citations.
+    to_read = [p for p, rid in scope.paths if rid is None or rid in admitted
+               or any(old in admitted for old in former_ids(home, rid))]
     if need_legacy and scope.paths:
         to_read.insert(0, scope.paths[0][0])
     scope.read(home, to_read)
     routes: dict[str, _Route] = {}
+    former: dict[str, _Route] = {}
     for p, rid in scope.paths:
         m = scope.members.get(p)
         actual = m.cur.identity.repository_id if m is not None and m.cur is not None else rid
         if actual in admitted:  # every member of an admitted id was read (above)
             assert m is not None
             routes.setdefault(actual, _Route([])).members.append(m)
+        if m is not None and m.cur is not None:
+            for old in m.cur.former_ids():
+                if old in admitted:
+                    former.setdefault(old, _Route([])).members.append(m)
+    for old, route in former.items():
+        routes.setdefault(old, route)  # a member that carries the id itself wins over a former id
 
     decided: dict[str, Observation] = {}
     groups: dict[str, Group] = {}
@@ -413,7 +424,8 @@ class ValidationReport:
         cites = []
         for o in v.observations:
             r = self.receipts[o.citation_id]
-            cites.append({"id": r.id, "ref": r.ref, "kind": r.kind, "path": r.path, "handle": r.handle,
+            cites.append({"id": r.id, "ref": r.ref, "locator": r.locator, "kind": r.kind, "path": r.path,
+                          "handle": r.handle,
                           "outcome": o.outcome, "reason": o.reason,
                           "observed": o.observed.to_dict() if o.observed else None,
                           "dirty": r.dirty})

@@ -1,5 +1,7 @@
-"""Citation ref syntax (SPEC §2): file, ``path#L10-L24`` span, ``path::Qualified.name``,
-``cgs_…`` and ``cgr_…`` symbol handles. Parsing is pure; resolution happens in capture."""
+"""Citation ref syntax (SPEC §2): file, ``path#L10-L24`` span, ``path::Qualified.name``
+(optionally ``path::Qualified.name[N]``: the definition of that name with ordinal N, SPEC
+§18), ``cgs_…`` and ``cgr_…`` symbol handles. Parsing is pure; resolution happens in
+capture."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from citegraph.indexer.errors import CitegraphError
 
 # ASCII digits only: Python's \d would accept Arabic-Indic and other digits ("#L١-L٢").
 SPAN_RE = re.compile(r"^(?P<path>.+)#L(?P<start>[0-9]+)(?:-L?(?P<end>[0-9]+))?$")
+ORDINAL_RE = re.compile(r"^(?P<name>.*)\[(?P<ordinal>[0-9]{1,6})\]$")
 MAX_CITATIONS = 8
 MAX_LINE = 10_000_000  # no source file has more lines; larger numbers are input errors
 MAX_REF_CHARS = 4096 + 2 + 1024  # a path of PATH_MAX, "::" and a qualified name (memory/receipt_checks.py)
@@ -26,6 +29,7 @@ class ParsedRef:
     qualified_name: str | None = None
     handle: str | None = None  # cgs_ handle
     repository_prefix: str | None = None  # from a cgr_ handle
+    ordinal: int | None = None  # path::Name[N]: the definition with ordinal N
 
 
 def bad_ref(ref: str, why: str, todo: str = "use a repository-relative path, path#L10-L24, "
@@ -78,9 +82,16 @@ def parse_ref(ref: str) -> ParsedRef:
         return ParsedRef(text, "symbol", handle="cgs_" + m.group(2), repository_prefix=m.group(1))
     if "::" in text:
         path, _, qname = text.partition("::")
+        ordinal = None
+        om = ORDINAL_RE.match(qname)
+        if om:
+            qname, ordinal = om.group("name"), int(om.group("ordinal"))
+            if ordinal < 1:
+                raise bad_ref(ref, "an ordinal is 1-based: path::Name[1] is the first of several "
+                              "definitions of that name")
         if not qname or any(not part for part in qname.split(".")):
             raise bad_ref(ref, "symbol name after :: is empty or malformed")
-        return ParsedRef(text, "symbol", path=check_path(ref, path), qualified_name=qname)
+        return ParsedRef(text, "symbol", path=check_path(ref, path), qualified_name=qname, ordinal=ordinal)
     m = SPAN_RE.match(text)
     if m:
         if len(m.group("start")) > 9 or len(m.group("end") or "") > 9:
@@ -114,7 +125,7 @@ def evidence_key(p: ParsedRef) -> tuple:
         return ("file", p.path)
     if p.handle:
         return ("symbol", p.handle)
-    return ("locator", p.path, p.qualified_name)
+    return ("locator", p.path, p.qualified_name, p.ordinal)
 
 
 def parse_refs(refs: list[str], notes: list[str] | None = None) -> list[ParsedRef]:
