@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from hypothesis import HealthCheck, settings
 sys.path.insert(0, str(Path(__file__).parent))
 
 from gitutil import GitRepo  # noqa: E402
+from service_helpers import ServeProc  # noqa: E402
 
 from citegraph.graph.store import Home  # noqa: E402
 
@@ -55,3 +57,17 @@ def run_cli(home: Home):
                               env=full_env, capture_output=True, text=True, timeout=timeout)
 
     return run
+
+
+@pytest.fixture
+def serve(home, tmp_path):
+    started: list[ServeProc] = []
+
+    def start(*paths: str) -> ServeProc:
+        s = ServeProc(home, tmp_path / f"serve{len(started)}.log", *paths)
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        s.stop(signal.SIGKILL)

@@ -33,6 +33,9 @@ class ServeProc:
             assert time.monotonic() < deadline, "the service did not come up"
             time.sleep(0.05)
 
+    def log(self) -> str:
+        return self.log_path.read_text()
+
     def requests(self) -> int:
         """How many requests the service has answered (a ``ping`` counts itself)."""
         return int(client.call(self.home, "ping", {})["requests"])
@@ -47,20 +50,6 @@ class ServeProc:
                 self.p.wait()
         self.fh.close()
         return self.p.returncode
-
-
-@pytest.fixture
-def serve(home, tmp_path):
-    started: list[ServeProc] = []
-
-    def start(*paths: str) -> ServeProc:
-        s = ServeProc(home, tmp_path / f"serve{len(started)}.log", *paths)
-        started.append(s)
-        return s
-
-    yield start
-    for s in started:
-        s.stop(signal.SIGKILL)
 
 
 def js(proc: subprocess.CompletedProcess) -> dict:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from service_helpers import js, needs_service, serve, wait_exact  # noqa: F401 - serve is a fixture
+from service_helpers import needs_service, wait_exact
 
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.store import Home
@@ -66,7 +66,7 @@ def cli_cited(run_cli, r, *refs: str, service: bool = True) -> tuple[int, dict]:
 
 @needs_service
 def test_cited_by_file_span_handle_locator_and_moved_fragment_through_the_service(make_repo, home, run_cli,
-                                                                                  serve):  # noqa: F811
+                                                                                  serve):
     r, ids, handle = scene(make_repo, home)
     s = serve(str(r.root))
     wait_exact(run_cli, r.root, r.head(), False)

@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from service_helpers import needs_service, serve, wait_exact  # noqa: F401 - serve is a fixture
+from service_helpers import needs_service, wait_exact
 
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.memory import api
@@ -100,7 +100,7 @@ def test_pre_edit_of_a_cited_file_shows_fresh_memories_and_warns_of_stale_ones(c
 
 
 @needs_service
-def test_pre_edit_through_the_service(cited_repo, repo, home, hook, run_cli, serve):  # noqa: F811
+def test_pre_edit_through_the_service(cited_repo, repo, home, hook, run_cli, serve):
     s = serve(str(repo.root))
     wait_exact(run_cli, repo.root, repo.head(), False)
     before = s.requests()

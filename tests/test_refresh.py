@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from service_helpers import js, needs_service, serve, wait_exact  # noqa: F401 - serve is a fixture
+from service_helpers import js, needs_service, wait_exact
 
 from citegraph.graph.current import ScanSource
 from citegraph.graph.snapshot_builder import build_snapshot
@@ -217,7 +217,7 @@ def test_usage_errors(moved, repo, run_cli):
 
 
 @needs_service
-def test_refresh_through_the_service(moved, repo, home, run_cli, serve):  # noqa: F811
+def test_refresh_through_the_service(moved, repo, home, run_cli, serve):
     s = serve(str(repo.root))
     wait_exact(run_cli, repo.root, repo.head(), False)
     before = s.requests()

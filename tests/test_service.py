@@ -5,81 +5,18 @@ cleanly, one service per data home, owner-only socket."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import stat
-import subprocess
-import sys
 import time
 
 import pytest
+from service_helpers import TIMEOUT, js, wait_exact
 
 from citegraph.indexer.tree_watch import AVAILABLE
-from citegraph.server import client
 from citegraph.server.locator import read_record, service_dir
 
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason="inotify (Linux) only")
-TIMEOUT = 60
-
-
-class ServeProc:
-    def __init__(self, home, log_path, *paths: str) -> None:
-        self.home = home
-        self.log_path = log_path
-        self.fh = open(log_path, "w")
-        env = {**os.environ, "CITEGRAPH_HOME": str(home.root)}
-        self.p = subprocess.Popen([sys.executable, "-m", "citegraph.cli.main", "serve", "--debounce-ms", "10",
-                                   *paths], env=env, stdout=subprocess.DEVNULL, stderr=self.fh)
-        deadline = time.monotonic() + TIMEOUT
-        while client.call(home, "ping", {}) is None:
-            assert self.p.poll() is None, log_path.read_text()
-            assert time.monotonic() < deadline, "the service did not come up"
-            time.sleep(0.05)
-
-    def log(self) -> str:
-        return self.log_path.read_text()
-
-    def stop(self, sig: int = signal.SIGTERM) -> int:
-        if self.p.poll() is None:
-            self.p.send_signal(sig)
-            try:
-                self.p.wait(TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
-        self.fh.close()
-        return self.p.returncode
-
-
-@pytest.fixture
-def serve(home, tmp_path):
-    started: list[ServeProc] = []
-
-    def start(*paths: str) -> ServeProc:
-        s = ServeProc(home, tmp_path / f"serve{len(started)}.log", *paths)
-        started.append(s)
-        return s
-
-    yield start
-    for s in started:
-        s.stop(signal.SIGKILL)
-
-
-def js(proc: subprocess.CompletedProcess) -> dict:
-    assert proc.returncode == 0, (proc.stdout, proc.stderr)
-    assert "Traceback" not in proc.stderr
-    return json.loads(proc.stdout)
-
-
-def wait_exact(run_cli, root, head: str, dirty: bool) -> dict:
-    deadline = time.monotonic() + TIMEOUT
-    while True:
-        st = js(run_cli("status", "--json", str(root), timeout=TIMEOUT))
-        if st["exact_current"] and st["head"] == head and st["dirty"] == dirty:
-            return st
-        assert time.monotonic() < deadline, st
-        time.sleep(0.05)
 
 
 PY = "def f():\n    return 1\n"
