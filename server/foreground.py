@@ -30,23 +30,25 @@ def run(home: Home, paths: list[str], *, log: Log, debounce_ms: int, max_wait_ms
     svc = Service(home, debounce_ms=debounce_ms, max_wait_ms=max_wait_ms, build_jobs=jobs, log=log,
                   gc_keep=gc_keep)
     endpoint = Endpoint(svc, HANDLERS) if listen else None
-    try:
-        if endpoint is not None:
-            endpoint.open()
-        for p in paths:
-            svc.register(p)
-        svc.start(builder_thread=False)
-        if endpoint is not None:
-            log("listening", f"listening on {endpoint.path}", socket=str(endpoint.path))
-        with _signals(svc, stop_grace_s):
+    # The signal handlers come first: a stop signal that arrives as soon as the socket
+    # answers must still end the service cleanly (exit 0, record and socket removed).
+    with _signals(svc, stop_grace_s):
+        try:
+            if endpoint is not None:
+                endpoint.open()
+            for p in paths:
+                svc.register(p)
+            svc.start(builder_thread=False)
+            if endpoint is not None:
+                log("listening", f"listening on {endpoint.path}", socket=str(endpoint.path))
             try:
                 svc.run_builds(until)
             except KeyboardInterrupt:
                 svc.abandoned = True
-    finally:
-        svc.close()
-        if endpoint is not None:
-            endpoint.close()
+        finally:
+            svc.close()
+            if endpoint is not None:
+                endpoint.close()
     totals = {k: sum(w.stats[k] for w in svc.watched.values()) for k in ("published", "reused", "failed")}
     log("stopped", f"stopped ({totals['published']} published, {totals['failed']} failed)", **totals)
     return 0
