@@ -4,6 +4,7 @@ citegraph.memory.refresh and citegraph.graph.identity (docs/agent-loop.md)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
@@ -41,12 +42,14 @@ def cited(ctx: click.Context, refs: tuple[str, ...], repo: str, limit: int, incl
     """The memories whose citations touch the given code — a file, path#L10-L24 (lines
     overlapping), path::Name[N], a cgs_/cgr_ handle (a moved copy found by its fragment
     hash) — each with its current freshness. Exit 1 when none."""
-    args = {"refs": list(refs), "repo": abspath(repo), "limit": limit, "include_archived": include_archived}
+    args = {"refs": list(refs), "repo": abspath(repo), "cwd": os.getcwd(), "limit": limit,
+            "include_archived": include_archived}
     data = via_service(ctx, "cited", args, no_service=no_service)
     if data is None:
         from citegraph.memory.cited import cited as run
 
-        data = run(get_home(ctx), list(refs), repo=repo, limit=limit, include_archived=include_archived)
+        data = run(get_home(ctx), list(refs), repo=repo, limit=limit, include_archived=include_archived,
+                   cwd=os.getcwd())
     if as_json:
         emit_json(data)
     else:

@@ -17,8 +17,9 @@ from citegraph.indexer.errors import CitegraphError
 
 
 def get_home(ctx: click.Context) -> Home:
-    root = ctx.find_root().params.get("home")
-    return Home.open(root)
+    from citegraph.cli.conventions import home_root
+
+    return Home.open(home_root(ctx))
 
 
 def emit_json(data: Any) -> None:
@@ -26,7 +27,9 @@ def emit_json(data: Any) -> None:
 
 
 def fail(err: CitegraphError) -> None:
-    click.echo(err.line(), err=True)
+    from citegraph.cli.conventions import paint, say
+
+    say(paint(err.line(), "error"), err=True)
     sys.exit(err.code)
 
 

@@ -63,7 +63,9 @@ def hook() -> None:
 def pre_edit(ctx: click.Context, no_service: bool) -> None:
     """PreToolUse: the memories citing the file about to be edited — fresh ones as context,
     stale ones as warnings. Silent when nothing cites the file; never blocks the edit."""
-    sys.exit(run_pre_edit(ctx.find_root().params.get("home"), no_service))
+    from citegraph.cli.conventions import home_root
+
+    sys.exit(run_pre_edit(home_root(ctx), no_service))
 
 
 @hook.command("session-start")

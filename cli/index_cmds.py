@@ -17,6 +17,7 @@ from citegraph.cli.common import (
     no_service_option,
     via_service,
 )
+from citegraph.cli.conventions import paint, say
 
 # The graph layer (git, DuckDB, tree-sitter) is imported inside the commands: a read
 # answered by the resident service needs none of it.
@@ -81,12 +82,13 @@ def _print_index(data: dict, as_json: bool, quiet: bool) -> None:
 @click.command()
 @click.argument("path", default=".", type=click.Path(file_okay=False))
 @click.option("--json", "as_json", is_flag=True)
+@click.option("--check", is_flag=True, help="Exit 1 when there is no exact-current snapshot (not ready).")
 @no_service_option
 @click.pass_context
 @handle_errors
-def status(ctx: click.Context, path: str, as_json: bool, no_service: bool) -> None:
+def status(ctx: click.Context, path: str, as_json: bool, check: bool, no_service: bool) -> None:
     """Repository identity, HEAD, dirty state, snapshots and exact-current readiness (and
-    whether the resident service answered)."""
+    whether the resident service answered). With --check, exit 1 when not ready."""
     data = via_service(ctx, "status", {"path": abspath(path)}, no_service=no_service)
     if data is None:
         from citegraph.graph import queries
@@ -95,11 +97,18 @@ def status(ctx: click.Context, path: str, as_json: bool, no_service: bool) -> No
         data["service"] = {"used": False, "reason": "--no-service" if no_service else _service_reason(ctx)}
     if as_json:
         emit_json(data)
-        return
+    else:
+        _print_status(data)
+    if check and not data["exact_current"]:
+        sys.exit(1)
+
+
+def _print_status(data: dict) -> None:
     click.echo(f"repository {data['repository_id']} ({data['repository_kind']})")
     click.echo(f"head       {data['head']}{' + dirty worktree' if data['dirty'] else ''}")
-    cur = data["snapshot_id"] or "none — run citegraph index (or citegraph serve)"
-    click.echo(f"exact-current snapshot: {cur}")
+    cur = paint(data["snapshot_id"], "ready") if data["snapshot_id"] else \
+        paint("none", "not ready") + " — run citegraph index (or citegraph serve)"
+    say(f"exact-current snapshot: {cur}")
     svc = data.get("service") or {}
     click.echo(f"read through: {'the service (pid ' + str(svc.get('pid')) + ')' if svc.get('used') else 'a one-shot scan (' + str(svc.get('reason')) + ')'}")
     for s in data["snapshots"][-10:]:
@@ -121,47 +130,63 @@ def status(ctx: click.Context, path: str, as_json: bool, no_service: bool) -> No
 @click.pass_context
 @handle_errors
 def symbols(ctx: click.Context, file: str, as_json: bool, no_service: bool) -> None:
-    """List the symbols of FILE in the exact-current snapshot (handles to cite)."""
-    full = Path(file).resolve() if not os.path.isabs(file) else Path(file)
-    served = via_service(ctx, "symbols", {"file": str(full)}, no_service=no_service)
+    """List the symbols of FILE in the exact-current snapshot (handles to cite). Exit 1
+    when the file has none."""
+    url = file.startswith(("https://", "http://"))
+    full = file if url else str(Path(file).resolve() if not os.path.isabs(file) else Path(file))
+    served = via_service(ctx, "symbols", {"file": full, "cwd": os.getcwd()}, no_service=no_service)
     if served is not None:
         rows = served["symbols"]
     else:
         from citegraph.graph import queries
 
-        rows = queries.symbols_of_file(full, get_home(ctx))
+        rows = queries.symbols_of_file(full if url else Path(full), get_home(ctx), cwd=os.getcwd())
     if as_json:
         emit_json({"symbols": rows})
-        return
-    for s in rows:
-        click.echo(f"{s['start_line']:>5}-{s['end_line']:<5} {s['kind']:10} {s['qualified_name']}  {s['handle']}")
+    else:
+        for s in rows:
+            click.echo(f"{s['start_line']:>5}-{s['end_line']:<5} {s['kind']:10} {s['qualified_name']}  {s['handle']}")
+        if not rows:
+            click.echo(f"no symbols in {file}", err=True)
+    if not rows:  # like grep: nothing found is exit 1
+        sys.exit(1)
 
 
 @click.command()
 @click.argument("name")
 @click.option("--repo", "repo_path", default=".", type=click.Path(file_okay=False))
-@click.option("--limit", default=50, show_default=True)
+@click.option("--kind", "kinds", multiple=True, help="Only symbols of this kind (function, method, class…; repeatable).")
+@click.option("--path", "path", help="Only under this file or directory (cwd-relative, ./, absolute) or glob.")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
 @click.option("--json", "as_json", is_flag=True)
 @no_service_option
 @click.pass_context
 @handle_errors
-def find(ctx: click.Context, name: str, repo_path: str, limit: int, as_json: bool, no_service: bool) -> None:
-    """Search symbols by name or qualified name in the exact-current snapshot."""
-    served = via_service(ctx, "find", {"repo": abspath(repo_path), "name": name, "limit": limit},
-                         no_service=no_service)
+def find(ctx: click.Context, name: str, repo_path: str, kinds: tuple[str, ...], path: str | None, limit: int,
+         as_json: bool, no_service: bool) -> None:
+    """Search symbols in the exact-current snapshot: exact name, qualified-suffix
+    (next_delay → RetryPolicy.next_delay), prefix (Context.inv), glob ('invok*'), then
+    substring; ranked in that order, shorter names first. Exit 1 when nothing matches."""
+    args = {"repo": abspath(repo_path), "name": name, "limit": limit, "kinds": list(kinds) or None,
+            "path": path, "cwd": os.getcwd()}
+    served = via_service(ctx, "find", args, no_service=no_service)
     if served is not None:
         rows = served["symbols"]
     else:
         from citegraph.graph import queries
 
-        rows = queries.find_symbols(repo_path, get_home(ctx), name, limit)
+        rows = queries.find_symbols(repo_path, get_home(ctx), name, limit, kinds=list(kinds) or None, path=path,
+                                    cwd=os.getcwd())
     if as_json:
         emit_json({"symbols": rows})
-        return
-    if not rows:
-        click.echo(f"no symbol named {name!r}", err=True)
-    for s in rows:
-        click.echo(f"{s['path']}::{s['qualified_name']}  {s['kind']}  L{s['start_line']}-{s['end_line']}  {s['handle']}")
+    else:
+        if not rows:
+            click.echo(f"no symbol matches {name!r}", err=True)
+        for s in rows:
+            click.echo(f"{s['path']}::{s['qualified_name']}  {s['kind']}  L{s['start_line']}-{s['end_line']}  "
+                       f"{s['handle']}  ({s.get('match', 'exact')})")
+    if not rows:  # like grep: no match is exit 1
+        sys.exit(1)
 
 
 @click.command()

@@ -40,7 +40,9 @@ def _build() -> Any:
             if target is None:
                 return None
             module = importlib.import_module(f"citegraph.cli.{target[0]}")
-            return getattr(module, target[1])
+            from citegraph.cli.conventions import accept_home_anywhere
+
+            return accept_home_anywhere(getattr(module, target[1]))
 
     @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
     @click.option("--home", envvar="CITEGRAPH_HOME", type=click.Path(file_okay=False),

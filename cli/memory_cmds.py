@@ -4,6 +4,7 @@ citegraph.memory.api."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
@@ -16,17 +17,19 @@ from citegraph.cli.common import (
     no_service_option,
     via_service,
 )
+from citegraph.cli.conventions import SpreadCommand, spread_option, text_or_stdin
 
 # The heavy layers (git, DuckDB) are imported inside the commands: a read answered by the
 # resident service needs none of them.
 
 
-@click.command()
-@click.option("--text", required=True, help="The claim to remember (stored and shown as quoted data).")
+@click.command(cls=SpreadCommand)
+@click.option("--text", required=True, help="The claim to remember (stored and shown as quoted data; - reads stdin).")
 @click.option("--kind", type=click.Choice(["durable", "handoff"]), default="durable", show_default=True)
 @click.option("--project", default="default", show_default=True)
 @click.option("--topic", help="Stable topic: writing the same (project, topic) again makes a new revision.")
-@click.option("--code-ref", "refs", multiple=True, help="File, path#L10-L24, path::Qualified.name, cgs_… or cgr_… (≤ 8).")
+@spread_option("--code-ref", "refs", help="File, path#L10-L24, path::Qualified.name, cgs_… or cgr_… (≤ 8; "
+               "repeat it or list several; cwd-relative, ./, absolute and GitHub blob URLs accepted).")
 @click.option("--repo", "repo", default=".", type=click.Path(file_okay=False), show_default=True)
 @click.option("--supersedes", help="Id of the memory this one replaces.")
 @click.option("--source-commit", help="Legacy provenance: the commit the claim was made at.")
@@ -44,7 +47,8 @@ def remember(ctx: click.Context, text: str, kind: str, project: str, topic: str 
 
     Through the resident service, a capture right after an edit waits (at most 2 s) for
     the overlay of the new state instead of failing."""
-    args = {"text": text, "repo": abspath(repo), "refs": list(refs), "kind": kind, "project": project,
+    text = text_or_stdin(text, "--text")
+    args = {"text": text, "repo": abspath(repo), "cwd": os.getcwd(), "refs": list(refs), "kind": kind, "project": project,
             "topic": topic, "author": author, "agent_id": agent_id, "session_id": session_id,
             "supersedes": supersedes, "source_commit": source_commit}
     res = via_service(ctx, "remember", args, no_service=no_service, read_only=False)
@@ -53,7 +57,7 @@ def remember(ctx: click.Context, text: str, kind: str, project: str, topic: str 
 
         res = api.remember(get_home(ctx), text, repo=repo, refs=list(refs), kind=kind, project=project,
                            topic=topic, author=author, agent_id=agent_id, session_id=session_id,
-                           supersedes=supersedes, source_commit=source_commit)
+                           supersedes=supersedes, source_commit=source_commit, cwd=os.getcwd())
     if as_json:
         emit_json(res)
         return
@@ -166,12 +170,12 @@ def forget(ctx: click.Context, memory_id: str, yes: bool) -> None:
 FAIL_ON = {"stale": {"stale"}, "unknown": {"stale", "unknown"}}
 
 
-@click.command()
+@click.command(cls=SpreadCommand)
 @click.option("--all", "all_", is_flag=True, help="Every active memory (the default).")
-@click.option("--memory", "memory_ids", multiple=True)
+@spread_option("--memory", "memory_ids", help="Only these memories (--memory A B, or --memory A --memory B).")
 @click.option("--project")
-@click.option("--repo", "repos", multiple=True, type=click.Path(file_okay=False),
-              help="Repositories in scope (default: the one at the current directory).")
+@spread_option("--repo", "repos", type=click.Path(file_okay=False),
+               help="Repositories in scope (default: the one at the current directory).")
 @click.option("--at", "at", help="Validate against the snapshot of this indexed commit (offline/CI).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "jsonl"]), default="text", show_default=True)
 @click.option("--fail-on", type=click.Choice(["stale", "unknown"]))

@@ -8,6 +8,7 @@ import sys
 import click
 
 from citegraph.cli.common import emit_json, get_home, handle_errors
+from citegraph.cli.conventions import paint, say
 from citegraph.memory import workset as ws
 
 
@@ -112,18 +113,24 @@ def prepare(ctx: click.Context, name: str, jobs: int, as_json: bool) -> None:
 @workset.command()
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True)
+@click.option("--check", is_flag=True, help="Exit 1 when the workset is not ready.")
 @click.pass_context
 @handle_errors
-def status(ctx: click.Context, name: str, as_json: bool) -> None:
-    """Whether every member has an exact-current ready snapshot (never builds)."""
+def status(ctx: click.Context, name: str, as_json: bool, check: bool) -> None:
+    """Whether every member has an exact-current ready snapshot (never builds). With
+    --check, exit 1 when not ready."""
     data = ws.status(get_home(ctx), name)
     if as_json:
         emit_json(data)
-        return
-    for m in data["members"]:
-        extra = f"  {m['reason']}" if m.get("reason") else ""
-        click.echo(f"  {m['state']:12} {m['path']}{extra}")
-    click.echo(f"workset {name}: {'ready' if data['ready'] else 'not ready — run citegraph workset prepare ' + name}")
+    else:
+        for m in data["members"]:
+            extra = f"  {m['reason']}" if m.get("reason") else ""
+            click.echo(f"  {m['state']:12} {m['path']}{extra}")
+        verdict = paint("ready", "ready") if data["ready"] else \
+            paint("not ready", "not ready") + " — run citegraph workset prepare " + name
+        say(f"workset {name}: {verdict}")
+    if check and not data["ready"]:
+        sys.exit(1)
 
 
 @workset.command()

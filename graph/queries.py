@@ -8,8 +8,10 @@ from typing import Any
 
 from citegraph.graph import coverage_summary
 from citegraph.graph.current import CurrentState, ScanSource, StateSource
+from citegraph.graph.ref_paths import RefPaths, from_url, normalize_path
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.graph.store import Home
+from citegraph.graph.symbol_search import is_glob, search
 from citegraph.indexer import gitrepo
 from citegraph.indexer.errors import CitegraphError
 
@@ -64,7 +66,16 @@ def public_symbol(row: dict[str, Any]) -> dict[str, Any]:
     return {k: row[k] for k in PUBLIC_SYMBOL_FIELDS}
 
 
-def symbols_of_file(file: Path, home: Home, source: StateSource | None = None) -> list[dict[str, Any]]:
+def symbols_of_file(file: Path | str, home: Home, source: StateSource | None = None,
+                    cwd: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
+    """The symbols of one file of the exact-current snapshot. ``file``: a path (absolute,
+    or relative to ``cwd``), or a blob URL of the repository at ``cwd`` (graph/ref_paths.py)."""
+    if isinstance(file, str) and file.startswith(("https://", "http://")):
+        base = Path(cwd or os.getcwd())
+        ctx = RefPaths.for_repo(gitrepo.open_repository(base), base)
+        rel = from_url(file, ctx).split("#L", 1)[0]
+        file = ctx.root / rel
+    file = Path(file) if os.path.isabs(file) else Path(cwd or os.getcwd()) / file
     start = file.parent if not file.is_dir() else file
     while not start.exists() and start != start.parent:
         start = start.parent
@@ -82,8 +93,16 @@ def symbols_of_file(file: Path, home: Home, source: StateSource | None = None) -
 
 
 def find_symbols(repo_path: str | os.PathLike[str], home: Home, name: str, limit: int = 50,
-                 source: StateSource | None = None) -> list[dict[str, Any]]:
+                 source: StateSource | None = None, *, kinds: list[str] | None = None,
+                 path: str | None = None, cwd: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
+    """Symbols matching ``name`` (exact, qualified-suffix, prefix, glob, substring;
+    ranked: graph/symbol_search.py), optionally only of ``kinds`` and under ``path`` (a
+    file, directory or glob; cwd-relative, ``./`` or absolute like any ref path)."""
     cur = (source or ScanSource()).read(repo_path, home)
     require_current(cur)
+    if path is not None and not is_glob(path):
+        path = normalize_path(path, RefPaths.for_repo(cur.repo, cwd if cwd is not None else repo_path)) \
+            if cur.repo.workdir else path
     with Snapshot.open(cur.store, cur.snapshot_id, cur.repo) as snap:
-        return [public_symbol(s) for s in snap.find(name, limit)]
+        return [{**public_symbol(s), "match": s["match"]}
+                for s in search(snap, name, kinds=kinds, path=path, limit=limit)]

@@ -25,13 +25,14 @@ def remember(home: Home, text: str, *, repo: str | os.PathLike[str] = ".", refs:
              kind: str = "durable", project: str = "default", topic: str | None = None,
              author: str | None = None, agent_id: str | None = None, session_id: str | None = None,
              supersedes: str | None = None, source_commit: str | None = None,
-             source: StateSource | None = None) -> dict[str, Any]:
+             source: StateSource | None = None, cwd: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """Capture ``refs`` (atomic; never indexes) and store the memory as a new revision.
-    ``source``: where the repository state is read (default: a git-status scan)."""
+    ``source``: where the repository state is read (default: a git-status scan); ``cwd``:
+    the caller's directory relative refs are read from (default ``repo``)."""
     refs = list(refs or [])
     source_commit = _resolve_source_commit(repo, source_commit)
     notes: list[str] = []
-    receipts = capture(home, repo, refs, notes=notes, source=source) if refs else []
+    receipts = capture(home, repo, refs, notes=notes, source=source, cwd=cwd) if refs else []
     with MemoryStore.open(home) as ms:
         if supersedes:
             ms.require(supersedes)
@@ -127,7 +128,8 @@ def validate_stored(home: Home, ms: MemoryStore, mems: list[Memory], scope: Scop
 def brief(home: Home, task: str, *, project: str | None = None, workset: str | None = None,
           code_refs: list[str] | None = None, budget_tokens: int = 1250,
           repo_paths: list[str] | None = None, repo: str | os.PathLike[str] | None = None,
-          use_cache: bool = True, source: StateSource | None = None, repository_memories: bool = False) -> Any:
+          use_cache: bool = True, source: StateSource | None = None, repository_memories: bool = False,
+          cwd: str | os.PathLike[str] | None = None) -> Any:
     """Context Brief (SPEC §8). Returns a ``BriefResult``: ``.to_json()`` is the
     ``brief --json`` structure, ``.to_text()`` the text rendering; text + JSON together stay
     under ``budget_tokens``. Never indexes. Memories citing ``code_refs`` rank first;
@@ -137,7 +139,7 @@ def brief(home: Home, task: str, *, project: str | None = None, workset: str | N
     paths = list(repo_paths) if repo_paths else ([os.fspath(repo)] if repo is not None else None)
     return run_brief(home, task, project=project, workset=workset, code_refs=list(code_refs or []),
                      budget_tokens=budget_tokens, repo_paths=paths, use_cache=use_cache, source=source,
-                     repository_memories=repository_memories)
+                     repository_memories=repository_memories, cwd=cwd)
 
 
 def workset_prepare(home: Home, name: str, *, concurrency: int | None = None, jobs: int | None = None

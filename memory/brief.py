@@ -24,6 +24,7 @@ from typing import Any
 
 from citegraph.graph.current import StateSource
 from citegraph.graph.identity import former_ids
+from citegraph.graph.ref_paths import RefPaths, normalize_ref
 from citegraph.graph.store import Home
 from citegraph.indexer.errors import CitegraphError
 from citegraph.memory.api import to_inputs
@@ -157,10 +158,32 @@ def check_budget(budget_tokens: int) -> int:
     return budget_tokens
 
 
+def _normalized(refs: list[str] | tuple[str, ...], repo_paths: list[str] | None, cwd: str | os.PathLike[str] | None,
+                workset: str | None) -> tuple[list[str], list[tuple[str, str]]]:
+    """``--code-ref`` values in the repository-relative form (graph/ref_paths.py), read
+    against the first repository in scope from ``cwd`` (default: that repository); a ref
+    that cannot be normalised is reported as an issue, like any invalid ref."""
+    if not refs or workset:
+        return list(refs), []
+    base = (repo_paths or ["."])[0]
+    try:
+        ctx = RefPaths.at(base, cwd if cwd is not None else base)
+    except CitegraphError:
+        return list(refs), []  # the scope reports an unreadable repository
+    out, bad = [], []
+    for r in refs:
+        try:
+            out.append(normalize_ref(r, ctx))
+        except CitegraphError as err:
+            bad.append((r, err.what))
+    return out, bad
+
+
 def run_brief(home: Home, task: str, *, project: str | None = None, workset: str | None = None,
               code_refs: list[str] | tuple[str, ...] = (), budget_tokens: int = DEFAULT_BUDGET,
               repo_paths: list[str] | None = None, use_cache: bool = True,
-              source: StateSource | None = None, repository_memories: bool = False) -> BriefResult:
+              source: StateSource | None = None, repository_memories: bool = False,
+              cwd: str | os.PathLike[str] | None = None) -> BriefResult:
     """Build a Context Brief; never indexes and never writes a snapshot. ``source``: where
     repository states are read (default: a git-status scan). Memories whose citations
     touch ``code_refs`` rank first (the code index, memory/cited.py); with
@@ -175,7 +198,9 @@ def run_brief(home: Home, task: str, *, project: str | None = None, workset: str
         check_name("project", project)
     if workset is not None:
         check_name("workset", workset)
+    code_refs, unusable = _normalized(code_refs, repo_paths, cwd, workset)
     pats = task_patterns(task, code_refs)
+    pats.invalid_refs[:0] = unusable
     timings: dict[str, float] = {}
 
     cache = StoreCache() if use_cache else None

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from citegraph.graph.current import CurrentState, StateSource
+from citegraph.graph.ref_paths import RefPaths, normalize_refs
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.graph.store import Home
 from citegraph.indexer import gitrepo
@@ -222,12 +223,15 @@ def _confirm(found: Found, pending: list[Match]) -> None:
 
 
 def cited(home: Home, refs: list[str], *, repo: str | os.PathLike[str] = ".", limit: int = DEFAULT_LIMIT,
-          include_archived: bool = False, source: StateSource | None = None) -> dict[str, Any]:
+          include_archived: bool = False, source: StateSource | None = None,
+          cwd: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """``citegraph cited REF… --json``: the memories whose citations touch the refs, each
-    with its current freshness (validated now; never indexes)."""
+    with its current freshness (validated now; never indexes). Ref paths are normalised
+    first (graph/ref_paths.py) relative to ``cwd`` (default ``repo``)."""
     if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
         raise CitegraphError(f"--limit {limit} is out of range", f"use 1–{MAX_LIMIT}", code=2, kind="usage")
-    targets = parse_targets(list(refs))
+    if not refs:
+        parse_targets([])
     scope = pipeline.Scope.for_paths([os.path.realpath(os.fspath(repo))], source=source)
     member = scope.read_all(home)[0]
     if member.cur is None:
@@ -235,6 +239,8 @@ def cited(home: Home, refs: list[str], *, repo: str | os.PathLike[str] = ".", li
         raise CitegraphError(str(member.error), exc.todo if exc else "pass --repo PATH",
                              code=exc.code if exc else 3)
     cur = member.cur
+    ctx = RefPaths.for_repo(cur.repo, cwd if cwd is not None else repo) if cur.repo.workdir else None
+    targets = parse_targets(normalize_refs(list(refs), ctx))
     resolved = resolve(targets, cur)
     ids = [cur.identity.repository_id, *cur.former_ids()]
     cache = StoreCache()

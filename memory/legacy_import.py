@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -203,9 +204,10 @@ def _parse_array(data: str, source: str) -> list[LegacyRecord]:
 def import_file(home: Home, path: str | os.PathLike[str]) -> dict[str, Any]:
     """Import a legacy JSON/JSONL file; returns counts and the ids written."""
     p = Path(path)
-    source = p.name
+    source = "stdin" if os.fspath(path) == "-" else p.name
     try:
-        data = p.read_bytes().decode("utf-8")
+        raw = sys.stdin.buffer.read() if os.fspath(path) == "-" else p.read_bytes()
+        data = raw.decode("utf-8")
     except FileNotFoundError:
         raise CitegraphError(f"{path}: no such file", "pass the path of a JSON or JSONL file", code=2) from None
     except UnicodeDecodeError as exc:

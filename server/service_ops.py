@@ -86,7 +86,9 @@ def symbols(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
     file = _str(args, "file")
     if not file:
         raise CitegraphError("request argument file is missing", "", code=2, kind="usage")
-    return {"symbols": queries.symbols_of_file(Path(file), svc.home, source=svc.source(wait_s=READ_WAIT_S))}
+    target = file if file.startswith(("https://", "http://")) else Path(file)
+    return {"symbols": queries.symbols_of_file(target, svc.home, source=svc.source(wait_s=READ_WAIT_S),
+                                               cwd=_str(args, "cwd"))}
 
 
 def find(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
@@ -96,7 +98,8 @@ def find(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 10_000:
         raise CitegraphError("request argument limit must be 1–10000", "", code=2, kind="usage")
     rows = queries.find_symbols(_str(args, "repo") or ".", svc.home, _str(args, "name") or "", limit,
-                                source=svc.source(wait_s=READ_WAIT_S))
+                                source=svc.source(wait_s=READ_WAIT_S), kinds=_strs(args, "kinds"),
+                                path=_str(args, "path"), cwd=_str(args, "cwd"))
     return {"symbols": rows}
 
 
@@ -110,7 +113,7 @@ def remember(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
                         kind=_str(args, "kind") or "durable", project=_str(args, "project") or "default",
                         topic=_str(args, "topic"), author=_str(args, "author"), agent_id=_str(args, "agent_id"),
                         session_id=_str(args, "session_id"), supersedes=_str(args, "supersedes"),
-                        source_commit=_str(args, "source_commit"),
+                        source_commit=_str(args, "source_commit"), cwd=_str(args, "cwd"),
                         source=svc.source(wait_s=_wait(args, REMEMBER_WAIT_S)))
 
 
@@ -136,7 +139,8 @@ def brief(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
         raise CitegraphError("request argument budget_tokens is not an integer", "", code=2, kind="usage")
     res = api.brief(svc.home, _str(args, "task") or "", project=_str(args, "project"), workset=_str(args, "workset"),
                     code_refs=_strs(args, "code_refs") or [], budget_tokens=budget,
-                    repo_paths=_strs(args, "repo_paths"), source=svc.source(wait_s=_wait(args, READ_WAIT_S)))
+                    repo_paths=_strs(args, "repo_paths"), cwd=_str(args, "cwd"),
+                    source=svc.source(wait_s=_wait(args, READ_WAIT_S)))
     return {"json_text": res.json_text, "text": res.text}
 
 
@@ -153,7 +157,8 @@ def cited(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
 
     return run(svc.home, _strs(args, "refs") or [], repo=_str(args, "repo") or ".",
                limit=_int(args, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT),
-               include_archived=bool(args.get("include_archived")), source=svc.source(wait_s=_wait(args, READ_WAIT_S)))
+               include_archived=bool(args.get("include_archived")), cwd=_str(args, "cwd"),
+               source=svc.source(wait_s=_wait(args, READ_WAIT_S)))
 
 
 def refresh(svc: Service, args: dict[str, Any]) -> dict[str, Any]:

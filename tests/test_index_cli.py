@@ -212,7 +212,7 @@ def test_find_by_name_and_qualified_name(repo, run_cli):
     assert len(limited) == 1
 
     none = run_cli("find", "does_not_exist", "--repo", str(repo.root), "--json")
-    assert none.returncode == 0
+    assert none.returncode == 1  # like grep: no match is exit 1 (SPEC §19)
     assert json.loads(none.stdout) == {"symbols": []}
 
 

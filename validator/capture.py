@@ -13,8 +13,10 @@ from pathlib import Path
 import blake3
 
 from citegraph.graph.current import CurrentState, ScanSource, StateSource
+from citegraph.graph.ref_paths import RefPaths, normalize_refs
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.graph.store import Home
+from citegraph.graph.symbol_search import close_paths, close_symbols, search
 from citegraph.indexer import gitrepo
 from citegraph.indexer.errors import CitegraphError
 from citegraph.indexer.extract import EXTRACTOR_VERSION
@@ -52,16 +54,20 @@ def not_current_error(cur: CurrentState) -> CitegraphError:
 
 
 def capture(home: Home, repo_path: str | os.PathLike[str], refs: list[str],
-            notes: list[str] | None = None, source: StateSource | None = None) -> list[Receipt]:
+            notes: list[str] | None = None, source: StateSource | None = None,
+            cwd: str | os.PathLike[str] | None = None) -> list[Receipt]:
     """Resolve ``refs`` into receipts; raise CitegraphError (nothing stored) on any problem.
     Refs naming the same evidence (``a.py#L2`` and ``a.py#L2-L2``; a locator and the
     handle it resolves to) are stored once; each collapse is told in ``notes``.
-    ``source``: where the repository state is read (default: a git-status scan)."""
-    parsed = parse_refs(refs, notes)
-    if not parsed:
+    ``source``: where the repository state is read (default: a git-status scan). Paths
+    are first normalised (graph/ref_paths.py) relative to ``cwd`` (default ``repo_path``):
+    cwd-relative, ``./``, absolute inside the worktree, blob URLs of this repository."""
+    if not refs:
         return []
     source = source or ScanSource()
     cur = source.read(repo_path, home)
+    ctx = RefPaths.for_repo(cur.repo, cwd if cwd is not None else repo_path) if cur.repo.workdir else None
+    parsed = parse_refs(normalize_refs(refs, ctx, notes), notes)
     receipts = capture_at(cur, parsed, notes)
     if source.moved(cur):
         raise CitegraphError("the repository changed while the refs were being resolved; nothing was stored",
@@ -99,7 +105,9 @@ def _base(p: ParsedRef, cur: CurrentState, row: dict) -> dict:
 def _file_row(p: ParsedRef, path: str, cur: CurrentState, snap: Snapshot) -> dict:
     row = snap.file(path)
     if row is None:
-        raise bad_ref(p.ref, f"{path} is not in the current snapshot of this repository",
+        near = suggest_paths(snap, path)
+        hint = f"; closest: {', '.join(near)}" if near else ""
+        raise bad_ref(p.ref, f"{path} is not in the current snapshot of this repository{hint}",
                       "check the path (repository-relative, tracked or untracked but not ignored)")
     if row["mode"] == gitrepo.MODE_SYMLINK or row["reason"] == "symlink":
         raise bad_ref(p.ref, f"{path} is a symlink; its target may lie outside the repository",
@@ -156,6 +164,34 @@ def _candidates(rows: list[dict]) -> str:
     return "; ".join(shown) + more
 
 
+def suggest_symbols(snap: Snapshot, qname: str, in_file: list[dict], path: str) -> str:
+    """What a ref naming no symbol most likely meant: the names of the file closest to
+    ``qname`` (graph/symbol_search.py, by closeness, never file order), and where else the
+    name is defined. The one suggestion wording for every command that resolves refs."""
+    near = close_symbols(qname, in_file)
+    elsewhere = [r for r in search(snap, qname, limit=4) if r["path"] != path
+                 and r["match"] in ("exact", "qualified-suffix")][:3]
+    parts = []
+    if near:
+        parts.append(f"closest: {_candidates(near)}")
+    if elsewhere:
+        parts.append("defined elsewhere: " + "; ".join(f"{r['path']}::{r['qualified_name']}" for r in elsewhere))
+    if not parts:
+        parts.append("the file has no symbols" if not in_file else "no similar name in the file")
+    return "; ".join(parts)
+
+
+def suggest_paths(snap: Snapshot, path: str) -> list[str]:
+    """Indexed files whose path is closest to ``path`` (same file name anywhere, or a close
+    spelling in the same directory), best first."""
+    base = path.rsplit("/", 1)[-1]
+    parent = path.rsplit("/", 1)[0] if "/" in path else ""
+    rows = snap.query("SELECT path FROM files WHERE path = $b OR ends_with(path, '/' || $b) "
+                      "OR ($d = '' AND NOT contains(path, '/')) OR starts_with(path, $d || '/') LIMIT 5000",
+                      {"b": base, "d": parent})
+    return close_paths(path, [r[0] for r in rows])
+
+
 def pick_overload(stubs: list[bool]) -> int | None:
     """Among several definitions of one name, the index of the implementation when every
     other one is a typing overload stub (SPEC §18), else None (the ref is ambiguous)."""
@@ -201,10 +237,8 @@ def find_symbol(p: ParsedRef, cur: CurrentState, snap: Snapshot) -> dict:
             if matches:
                 raise bad_ref(p.ref, f"{len(matches)} symbols match: {_candidates(matches)}",
                               f"name one by its ordinal ({p.path}::{p.qualified_name}[N]) or its cgs_ handle")
-            last = p.qualified_name.rsplit(".", 1)[-1]
-            near = [s for s in in_file if s["name"] == last] or in_file
-            listing = _candidates(near) if near else "the file has no symbols"
-            raise bad_ref(p.ref, f"no symbol {p.qualified_name} in {p.path}; candidates: {listing}",
+            raise bad_ref(p.ref, f"no symbol {p.qualified_name} in {p.path}; "
+                          + suggest_symbols(snap, p.qualified_name, in_file, p.path),
                           "use one of the candidates' qualified names or handles")
         sym = matches[0]
     return sym
