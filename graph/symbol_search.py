@@ -75,10 +75,12 @@ def search(snap: Any, query: str, *, kinds: list[str] | None = None, path: str |
     return rows
 
 
-def close_symbols(wanted: str, rows: list[dict[str, Any]], n: int = 5, cutoff: float = 0.6) -> list[dict[str, Any]]:
+def close_symbols(wanted: str, rows: list[dict[str, Any]], n: int = 5, cutoff: float = 0.6, *,
+                  fallback: bool = True) -> list[dict[str, Any]]:
     """The symbols of ``rows`` whose names are closest to ``wanted`` (a qualified name), at
     most ``n``, best first; compared on the whole qualified name and on its last part, so
-    ``Contxt`` finds ``Context`` and ``Context.invok`` finds ``Context.invoke``."""
+    ``Contxt`` finds ``Context`` and ``Context.invok`` finds ``Context.invoke``. When none
+    reaches ``cutoff`` (and ``fallback``), the ``n`` nearest anyway — still by closeness."""
     last = wanted.rsplit(".", 1)[-1]
     scored = []
     for r in rows:
@@ -87,6 +89,8 @@ def close_symbols(wanted: str, rows: list[dict[str, Any]], n: int = 5, cutoff: f
                     difflib.SequenceMatcher(None, last, r["name"]).ratio() - (0.0 if "." not in wanted else 0.05))
         if score >= cutoff:
             scored.append((-score, len(q), q, r.get("start_line") or 0, r))
+    if not scored and fallback:  # nothing close: still the nearest few, by the same score
+        return close_symbols(wanted, rows, n, 0.0, fallback=False)
     scored.sort(key=lambda t: t[:4])
     return [t[4] for t in scored[:n]]
 
