@@ -17,7 +17,7 @@ from citegraph.cli.common import (
     no_service_option,
     via_service,
 )
-from citegraph.cli.conventions import SpreadCommand, spread_option, text_or_stdin
+from citegraph.cli.conventions import SpreadCommand, paint, say, spread_option, text_or_stdin
 
 # The heavy layers (git, DuckDB) are imported inside the commands: a read answered by the
 # resident service needs none of them.
@@ -211,21 +211,55 @@ def validate(ctx: click.Context, all_: bool, memory_ids: tuple[str, ...], projec
         for m in data["memories"]:
             emit_json(m)
     else:
-        for m in data["memories"]:
-            click.echo(f"{m['id']} {m['freshness']:7} {m['status'] or '-':9}"
-                       f"{' (' + m['reason'] + ')' if m.get('reason') else ''}")
-            for c in m["citations"]:
-                loc = ""
-                if c["observed"] and (c["outcome"] == "relocated" or c["observed"]["path"] != c["path"]
-                                      or c["observed"]["handle"] not in (None, c["handle"])):  # a successor
-                    o = c["observed"]
-                    loc = f" → {o['path']}" + (f"#L{o['start_line']}-L{o['end_line']}" if o["start_line"] else "")
-                why = f" ({c['reason']})" if c["reason"] else ""
-                click.echo(f"  {c['outcome']:9} {c.get('locator') or c['ref']}{why}{loc}")
-        s = data["summary"]
-        click.echo("summary: " + ", ".join(f"{k}={v}" for k, v in s.items()))
+        print_validation(data)
+    if at and data["memories"] and all(c.get("reason") == "not-current" for m in data["memories"]
+                                       for c in m["citations"]) and any(m["citations"] for m in data["memories"]):
+        say(paint(f"citegraph: commit {at} is not indexed — every citation is unknown/not-current; run "
+                  f"`citegraph index --rev {at}`, then validate again", "unknown"), err=True)
     if fail_on and any(m["freshness"] in FAIL_ON[fail_on] for m in data["memories"]):
         sys.exit(1)
+
+
+def _line(*parts: str) -> str:
+    return " ".join(p for p in parts if p).rstrip()
+
+
+def print_validation(data: dict) -> None:
+    """``validate``'s text: per memory its id, freshness, status, topic and an excerpt, its
+    citations with outcome and reason, the next step for what is unknown (validator/
+    next_steps.py, the same words as the JSON ``next_step``); then memories by freshness
+    and citations by outcome."""
+    for m in data["memories"]:
+        fresh = paint(f"{m['freshness']:7}", m["freshness"])
+        status = paint(f"{m['status'] or '-':9}", m["status"] or "")
+        where = f"{m.get('project', '?')}/{m.get('topic', '?')}" if m.get("topic") else ""
+        quote = json.dumps(m["excerpt"], ensure_ascii=False) if m.get("excerpt") is not None else ""
+        why = f"({m['reason']})" if m.get("reason") else ""
+        say(_line(m["id"], fresh, status, where, quote, why))
+        steps: dict[str, None] = {}
+        for c in m["citations"]:
+            loc = ""
+            if c["observed"] and (c["outcome"] == "relocated" or c["observed"]["path"] != c["path"]
+                                  or c["observed"]["handle"] not in (None, c["handle"])):  # a successor
+                o = c["observed"]
+                loc = f"→ {o['path']}" + (f"#L{o['start_line']}-L{o['end_line']}" if o["start_line"] else "")
+            reason = f"({c['reason']})" if c["reason"] else ""
+            say("  " + _line(paint(f"{c['outcome']:9}", c["outcome"]), c.get("locator") or c["ref"], reason, loc))
+            if c.get("next_step"):
+                steps[c["next_step"]] = None
+        if m.get("next_step"):
+            steps[m["next_step"]] = None
+        for step in steps:
+            say(f"  next: {step}")
+    fs = data.get("freshness_summary") or {}
+    s = data["summary"]
+    n_cit = sum(s.values())
+    mem_part = f"{len(data['memories'])} memor{'y' if len(data['memories']) == 1 else 'ies'}"
+    if fs:
+        mem_part += " (" + ", ".join(paint(f"{k} {v}", k) for k, v in fs.items()) + ")"
+    cit_part = f"{n_cit} citation{'' if n_cit == 1 else 's'} (" + ", ".join(
+        paint(f"{k} {v}", k) for k, v in s.items()) + ")"
+    say(f"summary: {mem_part}; {cit_part}")
 
 
 COMMANDS = [remember, show, list_, history, archive, forget, validate]

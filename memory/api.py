@@ -119,7 +119,18 @@ def validate_stored(home: Home, ms: MemoryStore, mems: list[Memory], scope: Scop
     cache.load(ms, plan.wanted())
     report = pipeline.aggregate(plan, pipeline.run(plan, cache=cache))
     cache.flush(ms)
+    report.about = {m.id: {"project": m.project, "topic": m.topic, "excerpt": excerpt(m.text)} for m in mems}
     return report
+
+
+EXCERPT_CHARS = 80
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    """The start of a memory's text on one line (whitespace runs collapsed, no trailing
+    space), cut at ``limit`` characters with an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit - 1].rstrip() + "…"
 
 
 # --- Context Brief, worksets, legacy import (memory/brief.py, memory/workset.py) ------------

@@ -35,8 +35,8 @@ from citegraph.indexer import gitrepo
 from citegraph.indexer.errors import CitegraphError
 from citegraph.memory.store import MEMORY_COLS, RECEIPT_FIELDS, Memory, MemoryStore
 from citegraph.validator import diff_scope, pipeline
-from citegraph.validator.decisions import Reason
 from citegraph.validator.model import Observation, Receipt
+from citegraph.validator.next_steps import next_step
 
 RULES = ("changed", "deleted", "relocated", "unknown")  # one SARIF rule per outcome
 LEVEL = {"changed": "error", "deleted": "error", "relocated": "warning", "unknown": "note"}
@@ -44,16 +44,6 @@ FAIL_ON = {"stale": {"changed", "deleted"}, "unknown": {"changed", "deleted", "u
 EXIT_CLEAN, EXIT_FINDING, EXIT_UNKNOWN = 0, 1, 2
 MAX_QUOTE = 200  # characters of memory text quoted in a finding's message
 
-NEXT_STEP = {
-    Reason.AMBIGUOUS_RELOCATION: "the cited code now exists in several places: re-cite the one meant "
-                                 "(citegraph remember … --code-ref)",
-    Reason.AMBIGUOUS_SUCCESSOR: "several definitions could succeed the cited one: re-cite the one meant",
-    Reason.INCOMPLETE_COVERAGE: "a file of the cited language could not be parsed fully; fix it or re-cite",
-    Reason.EXTRACTOR_MISMATCH: "captured with another extractor version and the original blob is gone: re-cite",
-    Reason.RACING: "the repository changed during the check: run it again",
-    Reason.NOT_CURRENT: "a snapshot was not ready: run the check again",
-    Reason.SNAPSHOT_UNREADABLE: "a snapshot could not be read: run citegraph index --rev REV, then the check",
-}
 
 
 @dataclass
@@ -360,7 +350,7 @@ def _classify(rep: CheckReport, repo: Any, mems: list[Memory], items: list[pipel
             f = Finding(h.outcome, memory, r, b, h, scopes[(m.id, r.id)])
             if kind == "finding":
                 f.location = _location(repo, f, changes, hunks, rep.base.commit or "", rep.head.commit or "", lines)
-                f.next_step = NEXT_STEP.get(h.reason) if h.outcome == "unknown" else None
+                f.next_step = next_step(h.reason, command="check") if h.outcome == "unknown" else None
                 rep.findings.append(f)
             else:
                 (rep.resolved if kind == "resolved" else rep.unchanged).append(f)

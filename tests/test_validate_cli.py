@@ -108,16 +108,20 @@ def test_text_output(run_cli, world):
     r = validate_cli(run_cli, world)
     assert r.returncode == 0, r.stderr
     out = r.stdout.splitlines()
+    assert all(line == line.rstrip() for line in out)  # no trailing spaces
     stale = out.index(next(line for line in out if line.startswith(world.mems["stale"]["id"])))
-    assert out[stale].split() == [world.mems["stale"]["id"], "stale", "changed"]
+    # id, freshness, status, then project/topic and a quoted excerpt of the text (SPEC §19)
+    assert out[stale].split()[:4] == [world.mems["stale"]["id"], "stale", "changed", "stale/t"]
     assert out[stale + 1].split() == ["changed", "src/retry.py::helper"]
     assert out[stale + 2].split() == ["exact", "src/keep.py#L1-L1"]
     moved = out.index(next(line for line in out if line.startswith(world.mems["moved"]["id"])))
-    assert out[moved].split() == [world.mems["moved"]["id"], "fresh", "relocated"]
+    assert out[moved].split()[:3] == [world.mems["moved"]["id"], "fresh", "relocated"]
     assert out[moved + 1].split() == ["relocated", "src/move.py", "→", "lib/move.py"]
     unk = next(line for line in out if line.startswith(world.mems["unk"]["id"]))
-    assert unk.split() == [world.mems["unk"]["id"], "unknown", "-", "(no-basis)"]
-    assert out[-1] == "summary: exact=2, relocated=1, changed=1, deleted=0, unknown=0"
+    assert unk.split()[:3] == [world.mems["unk"]["id"], "unknown", "-"] and unk.endswith("(no-basis)")
+    # memories by freshness, then citations by outcome
+    assert out[-1] == ("summary: 4 memories (fresh 2, stale 1, unknown 1); "
+                       "4 citations (exact 2, relocated 1, changed 1, deleted 0, unknown 0)")
 
 
 # --- aggregation ---------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ from citegraph.indexer.extract import EXTRACTOR_VERSION
 from citegraph.validator import decisions, spans
 from citegraph.validator.evidence import SnapshotEvidence, at_handle_columns, reextract_fragment
 from citegraph.validator.model import OUTCOMES, MemoryVerdict, Observation, Receipt
+from citegraph.validator.next_steps import next_step
 
 MAX_REPO_CONCURRENCY = 4  # SPEC §8: repositories read at once (plan and run)
 _GC_PAUSE_MIN = 5000  # citations from which plan/run/aggregate pause the cyclic collector
@@ -409,16 +410,27 @@ class ValidationReport:
     validated: int = 0  # citations within the bounds
     repositories: int = 0  # distinct repositories among them
     invalid: list[tuple[str, str]] = field(default_factory=list)  # (memory id, citation id)
+    at: str | None = None  # the --at REV validated against (it words the next steps)
+    about: dict[str, dict[str, Any]] = field(default_factory=dict)  # memory id → project, topic, excerpt
 
     def summary(self) -> dict[str, int]:
+        """Citations by outcome (SPEC §16: the keys are the outcomes)."""
         counts = dict.fromkeys(OUTCOMES, 0)
         for v in self.verdicts:
             for o in v.observations:
                 counts[o.outcome] += 1
         return counts
 
+    def freshness_summary(self) -> dict[str, int]:
+        """Memories by freshness (a memory without citations counts too)."""
+        counts = {"fresh": 0, "stale": 0, "unknown": 0}
+        for v in self.verdicts:
+            counts[v.freshness] += 1
+        return counts
+
     def to_json(self) -> dict[str, Any]:
-        return {"memories": [self.memory_json(v) for v in self.verdicts], "summary": self.summary()}
+        return {"memories": [self.memory_json(v) for v in self.verdicts], "summary": self.summary(),
+                "freshness_summary": self.freshness_summary()}
 
     def memory_json(self, v: MemoryVerdict) -> dict[str, Any]:
         cites = []
@@ -429,8 +441,16 @@ class ValidationReport:
                           "outcome": o.outcome, "reason": o.reason,
                           "observed": o.observed.to_dict() if o.observed else None,
                           "dirty": r.dirty})
-        out = {"id": v.memory_id, "freshness": v.freshness, "status": v.status, "reason": v.reason,
-               "citations": cites}
+            if o.outcome == "unknown":
+                step = next_step(o.reason, at=self.at)
+                if step:
+                    cites[-1]["next_step"] = step
+        out = {"id": v.memory_id, **self.about.get(v.memory_id, {}), "freshness": v.freshness,
+               "status": v.status, "reason": v.reason, "citations": cites}
+        if not cites and v.freshness != "fresh":  # a memory without citations: its own next step
+            step = next_step(v.reason, at=self.at)
+            if step:
+                out["next_step"] = step
         if v.warnings:
             out["warnings"] = v.warnings
         return out
@@ -454,7 +474,7 @@ def _aggregate(plan: Plan, observations: dict[str, Observation]) -> ValidationRe
         if any(r.id in limited for r in it.receipts):
             limited_memories.append(it.memory_id)
     return ValidationReport(verdicts, plan.receipts, plan.limited, limited_memories, plan.validated,
-                            plan.repositories, plan.invalid)
+                            plan.repositories, plan.invalid, at=plan.scope.at if plan.scope else None)
 
 
 def memory_verdict(memory_id: str, observations: list[Observation]) -> MemoryVerdict:
