@@ -48,6 +48,7 @@ from citegraph.memory.workset import load_scope
 from citegraph.validator import pipeline
 from citegraph.validator.decisions import Reason
 from citegraph.validator.model import MemoryVerdict, Receipt
+from citegraph.validator.next_steps import next_step
 
 MAX_CITATIONS = 96
 MAX_REPOSITORIES = 32
@@ -55,20 +56,6 @@ MESSAGE_CAP = 160
 MAX_REF_ISSUES = 3
 CACHE_WAIT_S = 0.25  # the observation cache is optional: never wait long for it
 
-UNKNOWN_HINTS = {
-    Reason.NOT_CURRENT: "no exact-current snapshot: run citegraph index (or workset prepare)",
-    Reason.RACING: "the repository changed during validation: retry",
-    Reason.OUT_OF_SCOPE: "cited repository is not in scope: pass --repo or --workset",
-    Reason.LIMIT: "not validated: beyond the brief's citation/repository bound",
-    Reason.MEMBER_MISSING: "workset member is missing",
-    Reason.REPOSITORY_AMBIGUOUS: "repository matches two scope members in different states",
-    "no-basis": "no citations and no source commit",
-    "source-commit-behind": "source commit is behind HEAD",
-    "dirty-worktree": "source commit is HEAD but the worktree is dirty",
-    Reason.EXTRACTOR_MISMATCH: "captured with another extractor version",
-    Reason.INCOMPLETE_COVERAGE: "coverage does not allow a verdict",
-    Reason.INVALID_CITATION: "malformed citation",
-}
 
 
 def _short(msg: str) -> str:
@@ -107,7 +94,8 @@ def _item(rank: int, mem: Memory, cand: Candidate, v: MemoryVerdict) -> Item:
         issues.append({"kind": "stale-memory", "memory_id": mem.id, "message": _short(f"stale: {reason}")})
     elif v.freshness == "unknown":
         reason = v.reason or "unknown"
-        hints = [UNKNOWN_HINTS.get(x, x) for x in reason.split(",")]
+        # the same next steps as validate's (validator/next_steps.py)
+        hints = list(dict.fromkeys(next_step(x, command="brief") or x for x in reason.split(",")))
         if v.warnings and not mem.citations:
             hints = [v.warnings[0]]  # e.g. "source commit is 3 commit(s) behind HEAD"
         issues.append({"kind": "unknown-memory-freshness", "memory_id": mem.id, "message": _short("; ".join(hints))})

@@ -33,6 +33,7 @@ _STEPS: dict[str, str] = {
 # Memories without citations (SPEC §6.5): judged by their source commit.
 _LEGACY_STEPS: dict[str, str] = {
     "no-basis": "it cites no code: re-capture it with `--code-ref` so it can be checked",
+    "source-commit-behind": "its source commit is behind HEAD: check the claim, then re-capture it with `--code-ref`",
     "source-commit-gone": "its source commit is not in this repository: re-capture it with `--code-ref`",
     "source-commit-not-ancestor": "its source commit is not an ancestor of HEAD: re-capture it with `--code-ref`",
     "dirty-worktree": "the worktree is dirty: commit or stash, or re-capture it with `--code-ref`",
