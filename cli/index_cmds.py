@@ -32,8 +32,15 @@ from citegraph.cli.conventions import paint, say
 @click.pass_context
 @handle_errors
 def index(ctx: click.Context, path: str, rev: str | None, as_json: bool, quiet: bool, no_service: bool) -> None:
-    """Build (or reuse) the snapshot of the worktree's current state, or of --rev."""
+    """Build (or reuse) the snapshot of the worktree's current state, or of --rev. The
+    .citegraph.toml used is always the committed one (docs/config.md)."""
     home = get_home(ctx)
+    if rev is None and not quiet and not as_json:
+        from citegraph.indexer.config import uncommitted_change
+
+        note = uncommitted_change(path)
+        if note:
+            click.echo(note, err=True)
     served = via_service(ctx, "index", {"path": abspath(path), "rev": rev}, no_service=no_service)
     if served is not None:
         _print_index(served, as_json, quiet)

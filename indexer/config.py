@@ -12,6 +12,7 @@ build through the same code (graph/snapshot_builder.py). See docs/config.md for 
 
 from __future__ import annotations
 
+import os
 import tomllib
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -78,3 +79,25 @@ def parse_config(text: bytes | None, origin: str = CONFIG_FILE) -> IndexConfig:
     if cfg.max_file_bytes <= 0 or cfg.parse_timeout_s <= 0:
         raise CitegraphError(f"{origin}: bounds must be positive", "fix [index] in the file", code=2)
     return cfg
+
+
+def uncommitted_change(repo_path: str | os.PathLike[str]) -> str | None:
+    """A one-line note when the worktree's ``.citegraph.toml`` differs from HEAD's (the
+    copy every snapshot is built with), else None: an edit takes effect once committed."""
+    from citegraph.indexer import gitrepo
+
+    try:
+        repo = gitrepo.open_repository(repo_path)
+        root = gitrepo.workdir(repo)
+        head = gitrepo.head_commit(repo)
+    except CitegraphError:
+        return None
+    committed = gitrepo.commit_tree_file(repo, head, CONFIG_FILE)
+    try:
+        current: bytes | None = (root / CONFIG_FILE).read_bytes()
+    except OSError:
+        current = None
+    if current == committed:
+        return None
+    return (f"citegraph: note: {CONFIG_FILE} has uncommitted changes; snapshots use the committed copy "
+            "(docs/config.md) — commit it for the change to take effect")
