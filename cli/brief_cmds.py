@@ -10,12 +10,14 @@ from citegraph.cli.common import (
     get_home,
     handle_errors,
     no_service_option,
+    outputs,
     via_service,
 )
 from citegraph.indexer.errors import CitegraphError
 from citegraph.memory.brief_bounds import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
 
 
+@outputs("brief")
 @click.command()
 @click.option("--task", required=True, help="What you are about to do (drives recall).")
 @click.option("--project", help="Only memories of this project.")
@@ -27,13 +29,16 @@ from citegraph.memory.brief_bounds import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
 @click.option("--repo", "repos", multiple=True, type=click.Path(file_okay=False),
               help="Repositories in scope (default: the one at the current directory).")
 @click.option("--json", "as_json", is_flag=True, help="The full structure (docs/schemas/brief.schema.json).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="--format json is the same as --json.")
 @no_service_option
 @click.pass_context
 @handle_errors
 def brief(ctx: click.Context, task: str, project: str | None, workset: str | None, refs: tuple[str, ...],
-          budget_tokens: int, repos: tuple[str, ...], as_json: bool, no_service: bool) -> None:
+          budget_tokens: int, repos: tuple[str, ...], as_json: bool, no_service: bool, fmt: str = "text") -> None:
     """Context Brief: the memories relevant to a task, each with its validated freshness,
     stale ones apart — bounded in work and in size; never indexes."""
+    as_json = as_json or fmt == "json"
     if workset and repos:
         raise CitegraphError("--workset and --repo are exclusive",
                                  "a workset names its repositories; drop --repo", code=2)
@@ -51,6 +56,7 @@ def brief(ctx: click.Context, task: str, project: str | None, workset: str | Non
     click.echo(res.json_text if as_json else res.text)
 
 
+@outputs("import-legacy")
 @click.command(name="import-legacy")
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True)

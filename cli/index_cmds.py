@@ -15,6 +15,7 @@ from citegraph.cli.common import (
     get_home,
     handle_errors,
     no_service_option,
+    outputs,
     via_service,
 )
 
@@ -22,6 +23,7 @@ from citegraph.cli.common import (
 # answered by the resident service needs none of it.
 
 
+@outputs("index")
 @click.command()
 @click.argument("path", default=".", type=click.Path(file_okay=False))
 @click.option("--rev", help="Index this commit (read from the object database) instead of the worktree.")
@@ -78,6 +80,7 @@ def _print_index(data: dict, as_json: bool, quiet: bool) -> None:
                    f"{data['symbols']} symbols, {how}")
 
 
+@outputs("status")
 @click.command()
 @click.argument("path", default=".", type=click.Path(file_okay=False))
 @click.option("--json", "as_json", is_flag=True)
@@ -114,6 +117,7 @@ def status(ctx: click.Context, path: str, as_json: bool, no_service: bool) -> No
         click.echo(f"  partial {f['path']}:{f['line']}: {f['construct']}")
 
 
+@outputs("symbols")
 @click.command()
 @click.argument("file", type=click.Path())
 @click.option("--json", "as_json", is_flag=True)
@@ -137,6 +141,7 @@ def symbols(ctx: click.Context, file: str, as_json: bool, no_service: bool) -> N
         click.echo(f"{s['start_line']:>5}-{s['end_line']:<5} {s['kind']:10} {s['qualified_name']}  {s['handle']}")
 
 
+@outputs("find")
 @click.command()
 @click.argument("name")
 @click.option("--repo", "repo_path", default=".", type=click.Path(file_okay=False))
@@ -164,6 +169,7 @@ def find(ctx: click.Context, name: str, repo_path: str, limit: int, as_json: boo
         click.echo(f"{s['path']}::{s['qualified_name']}  {s['kind']}  L{s['start_line']}-{s['end_line']}  {s['handle']}")
 
 
+@outputs("gc")
 @click.command()
 @click.option("--keep-last", default=5, show_default=True)
 @click.option("--dry-run", is_flag=True)
@@ -176,7 +182,7 @@ def gc(ctx: click.Context, keep_last: int, dry_run: bool, as_json: bool) -> None
 
     res = collect(get_home(ctx), keep_last=keep_last, dry_run=dry_run)
     if as_json:
-        emit_json(res)
+        emit_json({"dry_run": dry_run, **res})
     else:
         click.echo(f"{'would retire' if dry_run else 'retired'} {len(res['retired'])} snapshot(s), "
                    f"kept {len(res['kept'])}")
