@@ -9,6 +9,7 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 
+from citegraph import schemas
 from citegraph.cli.main import cli
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.store import Home
@@ -21,14 +22,12 @@ SCHEMAS = Path(__file__).resolve().parent.parent / "docs" / "schemas"
 
 
 def schema(name: str) -> dict:
-    return json.loads((SCHEMAS / name).read_text())
+    return schemas.load(name.removesuffix(".schema.json"))
 
 
 def check(name: str, doc: object, part: str | None = None) -> None:
-    s = schema(name)
-    if part:
-        s = {"$defs": s["$defs"], **s["$defs"][part]}
-    jsonschema.Draft202012Validator(s).validate(doc)
+    """Validate through the one loader (cross-file refs into common.schema.json resolved)."""
+    schemas.validator(name.removesuffix(".schema.json"), part).validate(doc)
 
 
 def invoke(home: Home, *args: str) -> str:
