@@ -218,3 +218,9 @@ def test_iso_time_is_utc_to_the_second():
                              "seconds": 1.5})
     assert out == {"created_at": "1970-01-01T00:00:01Z", "x": [{"published_at": "1970-01-01T00:00:02Z"}],
                    "at": 3, "flag_at": True, "seconds": 1.5}
+
+
+def test_the_schema_index_lists_every_schema():
+    readme = (schemas.SCHEMA_DIR / "README.md").read_text(encoding="utf-8")
+    for name in schemas.names():
+        assert f"[`{name}`]({name}.schema.json)" in readme, name
