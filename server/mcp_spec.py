@@ -294,7 +294,10 @@ FLAG_ARGUMENTS = {
 }
 """CLI flags and the MCP tool argument that means the same (camelCase)."""
 _COMMAND_TOOLS = [
-    (re.compile(r"(?:run )?`?citegraph index(?: --rev \S+)?`?(?: \(or `?citegraph (?:serve|watch)`?\))?"),
+    (re.compile(r"run citegraph inside a git worktree or pass its path"),
+     "pass the `callerCwd` argument: a directory inside a git worktree"),
+    (re.compile(r"(?:run )?`?citegraph index --rev [^\s,;`]+`?"), "call the `index` tool with the `rev` argument"),
+    (re.compile(r"(?:run )?`?citegraph index`?(?: \(or `?citegraph (?:serve|watch)`?\))?"),
      "call the `index` tool"),
     (re.compile(r"(?:run )?`?citegraph workset prepare(?: NAME| \S+)?`?"), "call the `workset_prepare` tool"),
     (re.compile(r"`?citegraph refresh`?"), "the `refresh` tool"),

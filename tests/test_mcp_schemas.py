@@ -21,6 +21,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from citegraph import schemas
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.memory import api
+from citegraph.server.mcp_server import Dispatcher, mcp_wording
 from citegraph.server.mcp_tools import TOOLS
 
 SRC = '''class RetryPolicy:
@@ -208,3 +209,33 @@ def api_repository_id(path: str) -> str:
     from citegraph.indexer import gitrepo
 
     return gitrepo.repository_identity(gitrepo.open_repository(path)).repository_id
+
+
+@pytest.mark.parametrize("line, worded", [
+    ("citegraph: x — pass --repo PATH", "citegraph: x — pass the `callerCwd` argument"),
+    ("citegraph: y — run `citegraph index` (or `citegraph serve`)", "citegraph: y — call the `index` tool"),
+    ("citegraph: z — run citegraph index --rev abc1, then the check",
+     "citegraph: z — call the `index` tool with the `rev` argument, then the check"),
+    ("--code-ref ignored: no such file", "the `codeRefs` argument ignored: no such file"),
+    ("citegraph: w — run citegraph workset prepare w", "citegraph: w — call the `workset_prepare` tool"),
+    ("citegraph: h — choose another --home", "citegraph: h — choose another --home"),  # how the server started
+    ("citegraph: a--repo-b stays", "citegraph: a--repo-b stays"),
+])
+def test_errors_are_worded_for_mcp(line, worded):
+    assert mcp_wording(line) == worded
+
+
+def test_a_cli_flag_in_an_error_becomes_the_tool_argument(home, tmp_path, run_cli):
+    """The same failure: the CLI names its flag, the MCP tool its argument."""
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    cli = run_cli("validate", "--json", cwd=plain)
+    assert cli.returncode == 3 and "--repo" in cli.stderr
+
+    async def main():
+        return await Dispatcher(home).call("validate", {"callerCwd": str(plain)})
+
+    out = anyio.run(main)
+    assert out.is_error and out.data["error"]["code"] == 3
+    assert "pass the `callerCwd` argument" in out.text and "--" not in out.text
+    assert "not a git repository" in out.text and "not a git repository" in cli.stderr  # the CLI's what
