@@ -15,6 +15,7 @@ from citegraph.cli.common import (
     get_home,
     handle_errors,
     no_service_option,
+    outputs,
     via_service,
 )
 
@@ -28,6 +29,7 @@ def _loc(o: dict | None) -> str:
     return o["path"] + (f"#L{o['start_line']}-L{o['end_line']}" if o.get("start_line") else "")
 
 
+@outputs("cited")
 @click.command()
 @click.argument("refs", nargs=-1, required=True)
 @click.option("--repo", "repo", default=".", type=click.Path(file_okay=False), show_default=True)
@@ -75,6 +77,7 @@ def cited(ctx: click.Context, refs: tuple[str, ...], repo: str, limit: int, incl
         sys.exit(1)
 
 
+@outputs("refresh")
 @click.command()
 @click.argument("memory_ids", nargs=-1)
 @click.option("--all", "all_", is_flag=True, help="Every active memory with citations.")
@@ -128,6 +131,7 @@ def repo() -> None:
     """Repository identity: its id, its identity history, and explicit moves."""
 
 
+@outputs("repo")
 @repo.command()
 @click.argument("old_url")
 @click.argument("new_url")
@@ -157,6 +161,7 @@ def move(ctx: click.Context, old_url: str, new_url: str, as_json: bool) -> None:
                "cite the old identity" + ("" if res["added"] else " (already recorded)"))
 
 
+@outputs("repo")
 @repo.command()
 @click.argument("path", default=".", type=click.Path(file_okay=False))
 @click.option("--json", "as_json", is_flag=True)

@@ -12,6 +12,7 @@ from citegraph.cli.common import (
     get_home,
     handle_errors,
     no_service_option,
+    outputs,
     via_service,
 )
 from citegraph.cli.conventions import SpreadCommand, spread_option, text_or_stdin
@@ -19,6 +20,7 @@ from citegraph.indexer.errors import CitegraphError
 from citegraph.memory.brief_bounds import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
 
 
+@outputs("brief")
 @click.command(cls=SpreadCommand)
 @click.option("--task", required=True, help="What you are about to do (drives recall; - reads stdin).")
 @click.option("--project", help="Only memories of this project.")
@@ -39,10 +41,10 @@ def brief(ctx: click.Context, task: str, project: str | None, workset: str | Non
           budget_tokens: int, repos: tuple[str, ...], as_json: bool, fmt: str, no_service: bool) -> None:
     """Context Brief: the memories relevant to a task, each with its validated freshness,
     stale ones apart — bounded in work and in size; never indexes."""
+    as_json = as_json or fmt == "json"
     if workset and repos:
         raise CitegraphError("--workset and --repo are exclusive",
                                  "a workset names its repositories; drop --repo", code=2)
-    as_json = as_json or fmt == "json"
     task = text_or_stdin(task, "--task")
     args = {"task": task, "project": project, "workset": workset, "code_refs": list(refs), "cwd": os.getcwd(),
             "budget_tokens": budget_tokens,
@@ -58,6 +60,7 @@ def brief(ctx: click.Context, task: str, project: str | None, workset: str | Non
     click.echo(res.json_text if as_json else res.text)
 
 
+@outputs("import-legacy")
 @click.command(name="import-legacy")
 @click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--json", "as_json", is_flag=True)

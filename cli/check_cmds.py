@@ -10,7 +10,7 @@ import tempfile
 
 import click
 
-from citegraph.cli.common import get_home, handle_errors
+from citegraph.cli.common import get_home, handle_errors, outputs
 from citegraph.indexer.errors import CitegraphError
 
 
@@ -34,6 +34,7 @@ def write_output(out: str | None, text: str) -> None:
         raise
 
 
+@outputs("check")
 @click.command()
 @click.option("--base", required=True, help="The commit the change starts from (e.g. origin/main, a PR's base sha).")
 @click.option("--head", default="HEAD", show_default=True, help="The commit the change ends at.")
@@ -41,13 +42,14 @@ def write_output(out: str | None, text: str) -> None:
 @click.option("--project", help="Only memories of this project.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "markdown"]), default="text",
               show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Same as --format json (docs/schemas/check.schema.json).")
 @click.option("--fail-on", type=click.Choice(["stale", "unknown"]), default="stale", show_default=True,
               help="Exit 1 for a stale finding (stale), or also for an unknown one (unknown).")
 @click.option("--out", type=click.Path(dir_okay=False, allow_dash=True), help="Write the output here (- for stdout).")
 @click.pass_context
 @handle_errors
 def check(ctx: click.Context, base: str, head: str, repo: str, project: str | None, fmt: str, fail_on: str,
-          out: str | None) -> None:
+          out: str | None, as_json: bool = False) -> None:
     """Which memories does the change BASE..HEAD make stale? Validates only the citations the
     diff can affect, against HEAD, with the same tables as validate.
 
@@ -57,11 +59,17 @@ def check(ctx: click.Context, base: str, head: str, repo: str, project: str | No
     database first (said on stderr). See docs/ci.md."""
     from citegraph.memory import check_formats
     from citegraph.memory.check import run_check
+    from citegraph.schemas import to_output
+
+    if as_json:
+        if fmt not in ("text", "json"):
+            raise click.UsageError(f"--json and --format {fmt} are exclusive")
+        fmt = "json"
 
     rep = run_check(get_home(ctx), base=base, head=head, repo_path=repo, project=project, fail_on=fail_on,
                     notify=lambda m: click.echo(m, err=True))
     if fmt == "json":
-        text = json.dumps(rep.to_json(), indent=1) + "\n"
+        text = json.dumps(to_output(rep.to_json()), indent=1) + "\n"
     elif fmt == "sarif":
         text = json.dumps(check_formats.to_sarif(rep), indent=1) + "\n"
     elif fmt == "markdown":

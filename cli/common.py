@@ -14,6 +14,7 @@ import click
 
 from citegraph.graph.store import Home
 from citegraph.indexer.errors import CitegraphError
+from citegraph.schemas import to_output
 
 
 def get_home(ctx: click.Context) -> Home:
@@ -23,7 +24,27 @@ def get_home(ctx: click.Context) -> Home:
 
 
 def emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=None, sort_keys=False, default=str))
+    """One JSON document on stdout, times as ISO 8601 (``citegraph.schemas.to_output``)."""
+    click.echo(json.dumps(to_output(data), indent=None, sort_keys=False, default=str))
+
+
+def outputs(schema: str) -> Callable[[click.Command], click.Command]:
+    """Mark a command with the JSON Schema of its ``--json`` output
+    (``docs/schemas/<schema>.schema.json``; ``citegraph.schemas``). Put it above
+    ``@click.command()``. tests/test_output_schemas.py walks every command and runs it:
+    a command without a mark fails that test."""
+
+    def mark(cmd: click.Command) -> click.Command:
+        cmd.output_schema = schema  # type: ignore[attr-defined]
+        return cmd
+
+    return mark
+
+
+def json_flag(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--json``: print the machine-readable result (its schema: ``@outputs``)."""
+    return click.option("--json", "as_json", is_flag=True,
+                        help="Print the result as JSON (docs/schemas/; times in ISO 8601 UTC).")(fn)
 
 
 def fail(err: CitegraphError) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from citegraph.cli.common import get_home, no_service_option, via_service
+from citegraph.cli.common import get_home, no_service_option, outputs, via_service
 from citegraph.cli.hook_fast import BadEvent, emit, read_event, run_pre_edit
 from citegraph.indexer.errors import CitegraphError
 from citegraph.memory.brief_bounds import MAX_BUDGET, MIN_BUDGET
@@ -57,6 +57,7 @@ def hook() -> None:
     """Hooks for coding agents (Claude Code command hooks; docs/agents.md)."""
 
 
+@outputs("hook")
 @hook.command("pre-edit")
 @no_service_option
 @click.pass_context
@@ -68,6 +69,7 @@ def pre_edit(ctx: click.Context, no_service: bool) -> None:
     sys.exit(run_pre_edit(home_root(ctx), no_service))
 
 
+@outputs("hook")
 @hook.command("session-start")
 @click.option("--budget-tokens", type=click.IntRange(MIN_BUDGET, MAX_BUDGET), default=1000, show_default=True,
               help="Size bound of the brief (the brief's estimator).")

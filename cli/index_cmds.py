@@ -15,6 +15,7 @@ from citegraph.cli.common import (
     get_home,
     handle_errors,
     no_service_option,
+    outputs,
     via_service,
 )
 from citegraph.cli.conventions import paint, say
@@ -23,6 +24,7 @@ from citegraph.cli.conventions import paint, say
 # answered by the resident service needs none of it.
 
 
+@outputs("index")
 @click.command()
 @click.argument("path", default=".", type=click.Path(file_okay=False))
 @click.option("--rev", help="Index this commit (read from the object database) instead of the worktree.")
@@ -86,6 +88,7 @@ def _print_index(data: dict, as_json: bool, quiet: bool) -> None:
                    f"{data['symbols']} symbols, {how}")
 
 
+@outputs("status")
 @click.command()
 @click.argument("path", default=".", type=click.Path(file_okay=False))
 @click.option("--json", "as_json", is_flag=True)
@@ -130,6 +133,7 @@ def _print_status(data: dict) -> None:
         click.echo(f"  partial {f['path']}:{f['line']}: {f['construct']}")
 
 
+@outputs("symbols")
 @click.command()
 @click.argument("file", type=click.Path())
 @click.option("--json", "as_json", is_flag=True)
@@ -159,6 +163,7 @@ def symbols(ctx: click.Context, file: str, as_json: bool, no_service: bool) -> N
         sys.exit(1)
 
 
+@outputs("find")
 @click.command()
 @click.argument("name")
 @click.option("--repo", "repo_path", default=".", type=click.Path(file_okay=False))
@@ -196,6 +201,7 @@ def find(ctx: click.Context, name: str, repo_path: str, kinds: tuple[str, ...], 
         sys.exit(1)
 
 
+@outputs("gc")
 @click.command()
 @click.option("--keep-last", default=5, show_default=True)
 @click.option("--dry-run", is_flag=True)
@@ -208,7 +214,7 @@ def gc(ctx: click.Context, keep_last: int, dry_run: bool, as_json: bool) -> None
 
     res = collect(get_home(ctx), keep_last=keep_last, dry_run=dry_run)
     if as_json:
-        emit_json(res)
+        emit_json({"dry_run": dry_run, **res})
     else:
         click.echo(f"{'would retire' if dry_run else 'retired'} {len(res['retired'])} snapshot(s), "
                    f"kept {len(res['kept'])}")

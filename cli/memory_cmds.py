@@ -14,7 +14,9 @@ from citegraph.cli.common import (
     emit_json,
     get_home,
     handle_errors,
+    json_flag,
     no_service_option,
+    outputs,
     via_service,
 )
 from citegraph.cli.conventions import SpreadCommand, paint, say, spread_option, text_or_stdin
@@ -23,6 +25,7 @@ from citegraph.cli.conventions import SpreadCommand, paint, say, spread_option, 
 # resident service needs none of them.
 
 
+@outputs("remember")
 @click.command(cls=SpreadCommand)
 @click.option("--text", required=True, help="The claim to remember (stored and shown as quoted data; - reads stdin).")
 @click.option("--kind", type=click.Choice(["durable", "handoff"]), default="durable", show_default=True)
@@ -71,6 +74,7 @@ def remember(ctx: click.Context, text: str, kind: str, project: str, topic: str 
                    "(new text, no refs: evidence is not inherited)")
 
 
+@outputs("show")
 @click.command()
 @click.argument("memory_id")
 @click.option("--json", "as_json", is_flag=True)
@@ -91,6 +95,7 @@ def show(ctx: click.Context, memory_id: str, as_json: bool) -> None:
         click.echo(f"  {r.id} {r.kind:6} {r.locator}  @ {r.commit[:12]}{' dirty' if r.dirty else ''}")
 
 
+@outputs("list")
 @click.command(name="list")
 @click.option("--project")
 @click.option("--all", "include_archived", is_flag=True, help="Include archived memories.")
@@ -112,6 +117,7 @@ def list_(ctx: click.Context, project: str | None, include_archived: bool, as_js
                    f"{json.dumps(m.text[:60], ensure_ascii=False)}")
 
 
+@outputs("history")
 @click.command()
 @click.argument("memory_id")
 @click.option("--json", "as_json", is_flag=True)
@@ -137,25 +143,32 @@ def history(ctx: click.Context, memory_id: str, as_json: bool) -> None:
                        f"{o.get('outcome')} in {e['snapshot_id']} at commit {e['commit'][:12]})")
 
 
+@outputs("show")
 @click.command()
 @click.argument("memory_id")
+@json_flag
 @click.pass_context
 @handle_errors
-def archive(ctx: click.Context, memory_id: str) -> None:
-    """Archive a memory (kept, no longer recalled)."""
+def archive(ctx: click.Context, memory_id: str, as_json: bool) -> None:
+    """Archive a memory (kept, no longer recalled). --json prints the memory as stored."""
     from citegraph.memory.store import MemoryStore
 
     with MemoryStore.open(get_home(ctx)) as ms:
         mem = ms.set_status(memory_id, "archived")
+    if as_json:
+        emit_json(mem.to_json())
+        return
     click.echo(f"{mem.id} archived")
 
 
+@outputs("forget")
 @click.command()
 @click.argument("memory_id")
 @click.option("--yes", is_flag=True, help="Confirm the deletion.")
+@json_flag
 @click.pass_context
 @handle_errors
-def forget(ctx: click.Context, memory_id: str, yes: bool) -> None:
+def forget(ctx: click.Context, memory_id: str, yes: bool, as_json: bool) -> None:
     """Delete a memory and all its revisions (the only way anything is deleted)."""
     from citegraph.memory.store import MemoryStore
 
@@ -163,13 +176,18 @@ def forget(ctx: click.Context, memory_id: str, yes: bool) -> None:
         click.echo("citegraph: forget deletes every revision — pass --yes to confirm", err=True)
         sys.exit(2)
     with MemoryStore.open(get_home(ctx)) as ms:
-        ms.forget(memory_id)
-    click.echo(f"{memory_id} forgotten")
+        mem = ms.require(memory_id)
+        ms.forget(mem.id)
+    if as_json:
+        emit_json({"id": mem.id, "forgotten": True})
+        return
+    click.echo(f"{mem.id} forgotten")
 
 
 FAIL_ON = {"stale": {"stale"}, "unknown": {"stale", "unknown"}}
 
 
+@outputs("validate")
 @click.command(cls=SpreadCommand)
 @click.option("--all", "all_", is_flag=True, help="Every active memory (the default).")
 @spread_option("--memory", "memory_ids", help="Only these memories (--memory A B, or --memory A --memory B).")
@@ -178,6 +196,7 @@ FAIL_ON = {"stale": {"stale"}, "unknown": {"stale", "unknown"}}
                help="Repositories in scope (default: the one at the current directory).")
 @click.option("--at", "at", help="Validate against the snapshot of this indexed commit (offline/CI).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "jsonl"]), default="text", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Same as --format json (docs/schemas/validate.schema.json).")
 @click.option("--fail-on", type=click.Choice(["stale", "unknown"]))
 @click.option("--workset", help="Validate against the members of this workset (never builds; see docs/worksets.md).")
 @no_service_option
@@ -185,9 +204,13 @@ FAIL_ON = {"stale": {"stale"}, "unknown": {"stale", "unknown"}}
 @handle_errors
 def validate(ctx: click.Context, all_: bool, memory_ids: tuple[str, ...], project: str | None,
              repos: tuple[str, ...], at: str | None, fmt: str, fail_on: str | None,
-             workset: str | None = None, no_service: bool = False) -> None:
+             workset: str | None = None, no_service: bool = False, as_json: bool = False) -> None:
     """Check every citation against the exact current code: exact, relocated, changed,
     deleted or unknown."""
+    if as_json:
+        if fmt not in ("text", "json"):
+            raise click.UsageError("--json and --format jsonl are exclusive")
+        fmt = "json"
     if all_ and memory_ids:
         raise click.UsageError("--all and --memory are exclusive")
     if workset and (repos or at):

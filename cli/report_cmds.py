@@ -6,13 +6,16 @@ from __future__ import annotations
 import click
 
 from citegraph.cli.check_cmds import write_output
-from citegraph.cli.common import get_home, handle_errors
+from citegraph.cli.common import emit_json, get_home, handle_errors, outputs
 
 
+@outputs("report")
 @click.command()
 @click.option("--out", type=click.Path(dir_okay=False, allow_dash=True),
               help="The file to write (e.g. report.html; - or omitted: stdout).")
-@click.option("--format", "fmt", type=click.Choice(["html", "markdown"]), default="html", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["html", "markdown", "json"]), default="html", show_default=True,
+              help="json: the report's data (docs/schemas/report.schema.json).")
+@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
 @click.option("--project", help="Only memories of this project.")
 @click.option("--repo", "repos", multiple=True, type=click.Path(file_okay=False),
               help="Repositories in scope (default: the one at the current directory).")
@@ -20,7 +23,7 @@ from citegraph.cli.common import get_home, handle_errors
 @click.pass_context
 @handle_errors
 def report(ctx: click.Context, out: str | None, fmt: str, project: str | None, repos: tuple[str, ...],
-           at: str | None) -> None:
+           at: str | None, as_json: bool = False) -> None:
     """Memory health for people: counts by freshness and outcome (a chart), memories grouped
     by freshness with their citations, where the evidence is now and, for changed
     citations, the cited code beside the current code. Filter by project, outcome and path.
@@ -28,7 +31,16 @@ def report(ctx: click.Context, out: str | None, fmt: str, project: str | None, r
     from citegraph.memory import report as rp
 
     data = rp.build(get_home(ctx), repo_paths=list(repos) or None, project=project, at=at)
-    if fmt == "markdown":
+    if as_json or fmt == "json":
+        if out in (None, "-"):
+            emit_json(data)
+            return
+        import json
+
+        from citegraph.schemas import to_output
+
+        text = json.dumps(to_output(data)) + "\n"
+    elif fmt == "markdown":
         text = rp.to_markdown(data)
     else:
         from citegraph.memory.report_html import render

@@ -7,9 +7,11 @@ import sys
 
 import click
 
-from citegraph.cli.common import emit_json, get_home, handle_errors
+from citegraph.cli.common import emit_json, get_home, handle_errors, outputs
+from citegraph.schemas import to_output
 
 
+@outputs("publish")
 @click.command()
 @click.option("--project", help="Only memories of this project.")
 @click.option("--out", required=True, type=click.Path(dir_okay=False, allow_dash=True),
@@ -30,7 +32,7 @@ def publish(ctx: click.Context, project: str | None, out: str, as_json: bool) ->
     data = report.to_json()
     if as_json:
         if out == "-":
-            click.echo(json.dumps(data), err=True)
+            click.echo(json.dumps(to_output(data)), err=True)
         else:
             emit_json(data)
     else:
@@ -46,6 +48,7 @@ def publish(ctx: click.Context, project: str | None, out: str, as_json: bool) ->
         sys.exit(1)
 
 
+@outputs("import")
 @click.command(name="import")
 @click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--repo", "repos", multiple=True, type=click.Path(file_okay=False),

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from citegraph.cli.common import get_home, handle_errors
+from citegraph.cli.common import get_home, handle_errors, outputs
 
 
 def _common(fn):  # the options serve and watch share
@@ -23,6 +23,7 @@ def _common(fn):  # the options serve and watch share
     return click.argument("paths", nargs=-1, type=click.Path(file_okay=False))(fn)
 
 
+@outputs("watch-event")
 @click.command()
 @_common
 @click.pass_context
@@ -43,6 +44,7 @@ def serve(ctx: click.Context, paths: tuple[str, ...], debounce_ms: int, max_wait
                  max_wait_ms=max_wait_ms, jobs=jobs, gc_keep=gc_keep))
 
 
+@outputs("watch-event")
 @click.command()
 @_common
 @click.option("--once", is_flag=True, help="Build (or reuse) the current state once and exit.")

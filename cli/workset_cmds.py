@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from citegraph.cli.common import emit_json, get_home, handle_errors
+from citegraph.cli.common import emit_json, get_home, handle_errors, json_flag, outputs
 from citegraph.cli.conventions import paint, say
 from citegraph.memory import workset as ws
 
@@ -25,6 +25,7 @@ def _members(data: dict) -> None:
         click.echo(f"  {m['path']}  {(m['repository_id'] or '?')[:16]}  {state}")
 
 
+@outputs("workset")
 @workset.command()
 @click.argument("name")
 @click.argument("paths", nargs=-1, type=click.Path(file_okay=False))
@@ -37,6 +38,7 @@ def create(ctx: click.Context, name: str, paths: tuple[str, ...], as_json: bool)
     emit_json(data) if as_json else _members(data)
 
 
+@outputs("workset")
 @workset.command()
 @click.argument("name")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(file_okay=False))
@@ -49,6 +51,7 @@ def add(ctx: click.Context, name: str, paths: tuple[str, ...], as_json: bool) ->
     emit_json(data) if as_json else _members(data)
 
 
+@outputs("workset")
 @workset.command()
 @click.argument("name")
 @click.argument("paths", nargs=-1, required=True)
@@ -61,6 +64,7 @@ def remove(ctx: click.Context, name: str, paths: tuple[str, ...], as_json: bool)
     emit_json(data) if as_json else _members(data)
 
 
+@outputs("workset-list")
 @workset.command(name="list")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
@@ -75,6 +79,7 @@ def list_(ctx: click.Context, as_json: bool) -> None:
         click.echo(f"{w['name']}  {w['members']} member(s)")
 
 
+@outputs("workset")
 @workset.command()
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True)
@@ -86,6 +91,7 @@ def show(ctx: click.Context, name: str, as_json: bool) -> None:
     emit_json(data) if as_json else _members(data)
 
 
+@outputs("workset-prepare")
 @workset.command()
 @click.argument("name")
 @click.option("--jobs", "--concurrency", "jobs", type=int, default=ws.DEFAULT_PREPARE_JOBS, show_default=True,
@@ -110,6 +116,7 @@ def prepare(ctx: click.Context, name: str, jobs: int, as_json: bool) -> None:
         sys.exit(1)
 
 
+@outputs("workset-status")
 @workset.command()
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True)
@@ -133,13 +140,18 @@ def status(ctx: click.Context, name: str, as_json: bool, check: bool) -> None:
         sys.exit(1)
 
 
+@outputs("workset-delete")
 @workset.command()
 @click.argument("name")
+@json_flag
 @click.pass_context
 @handle_errors
-def delete(ctx: click.Context, name: str) -> None:
+def delete(ctx: click.Context, name: str, as_json: bool) -> None:
     """Delete workset NAME (repositories and snapshots are untouched; pins are released)."""
     ws.delete(get_home(ctx), name)
+    if as_json:
+        emit_json({"name": name, "deleted": True})
+        return
     click.echo(f"workset {name} deleted")
 
 

@@ -65,26 +65,29 @@ def _short(msg: str) -> str:
 # --- the selected memories as presented ----------------------------------------------------
 
 
-def _observed(r: Receipt, o: Any) -> dict[str, Any] | None:
-    """The observed location when it differs from the cited one (relocated, successor,
-    moved lines); ``None`` when the evidence sits where it was cited."""
-    if o is None:
-        return None
-    d = o.to_dict()
-    if d["path"] == r.path and d["handle"] in (None, r.handle) and (
-            d["start_line"] is None or (d["start_line"], d["end_line"]) == (r.start_line, r.end_line)):
-        return None
-    return d
+def _moved(r: Receipt, d: dict[str, Any] | None) -> bool:
+    """Whether the observed evidence sits elsewhere than cited (relocated, a successor,
+    moved lines) — what the text rendering points at with an arrow."""
+    if d is None:
+        return False
+    return not (d["path"] == r.path and d["handle"] in (None, r.handle) and (
+        d["start_line"] is None or (d["start_line"], d["end_line"]) == (r.start_line, r.end_line)))
 
 
 def _item(rank: int, mem: Memory, cand: Candidate, v: MemoryVerdict) -> Item:
     receipts = {r.id: r for r in mem.citations}
     cites = []
     bad = []
+    moved: set[str] = set()
     for o in v.observations:
         r = receipts[o.citation_id]
+        # ``observed`` means what it means in validate (docs/schemas/common.schema.json):
+        # where the evidence is in the snapshot, also when that is the cited place.
+        observed = o.observed.to_dict() if o.observed else None
         cites.append({"id": r.id, "ref": r.ref, "locator": r.locator, "kind": r.kind, "outcome": o.outcome,
-                      "reason": o.reason, "observed": _observed(r, o.observed)})
+                      "reason": o.reason, "observed": observed})
+        if _moved(r, observed):
+            moved.add(r.id)
         if o.outcome in ("changed", "deleted"):
             bad.append(f"{o.outcome} {r.locator}")
     reason: str | None = None
@@ -100,13 +103,13 @@ def _item(rank: int, mem: Memory, cand: Candidate, v: MemoryVerdict) -> Item:
             hints = [v.warnings[0]]  # e.g. "source commit is 3 commit(s) behind HEAD"
         issues.append({"kind": "unknown-memory-freshness", "memory_id": mem.id, "message": _short("; ".join(hints))})
     for c in cites:
-        if c["outcome"] == "relocated" and c["observed"]:
+        if c["outcome"] == "relocated" and c["id"] in moved:
             issues.append({"kind": "stale-link", "memory_id": mem.id,
                            "message": _short(f"{c['locator']} now at {location(c['observed'])}")})
         if c["reason"] == Reason.INVALID_CITATION:
             issues.append({"kind": "invalid-code-citation", "memory_id": mem.id,
                            "message": _short(f"stored citation {c['id']} is malformed")})
-    return Item(rank, mem, cand.score, v, cites, reason, issues)
+    return Item(rank, mem, cand.score, v, cites, reason, issues, moved=moved)
 
 
 # --- the whole brief ------------------------------------------------------------------------------

@@ -111,7 +111,11 @@ class Item:
     verdict: MemoryVerdict
     citations: list[dict[str, Any]]  # id, ref, locator, kind, outcome, reason, observed
     reason: str | None
+    """Why it is not fresh, in words, for the text rendering (the JSON ``reason`` is the
+    verdict's reason code, as in validate)."""
     issues: list[dict[str, Any]] = field(default_factory=list)
+    moved: set[str] = field(default_factory=set)
+    """Citations whose observed evidence sits elsewhere than cited (the text shows → where)."""
 
     @property
     def freshness(self) -> str:
@@ -149,7 +153,7 @@ class Item:
         excerpt, cut = cut_text(m.text, form.cap)
         out = {"id": m.id, "kind": m.kind, "project": m.project, "topic": m.topic, "rank": self.rank,
                "score": round(self.score, 4), "legacy": bool(m.legacy), "excerpt": excerpt, "truncated": cut,
-               "freshness": self.verdict.freshness, "status": self.verdict.status, "reason": self.reason,
+               "freshness": self.verdict.freshness, "status": self.verdict.status, "reason": self.verdict.reason,
                "citations": self.kept(form.citations)}
         counts = self._cut_counts(form)
         if counts:
@@ -170,7 +174,7 @@ class Item:
             if c["reason"]:
                 line += f" ({c['reason']})"
             o = c["observed"]
-            if o:
+            if o and c["id"] in self.moved:
                 line += f" → {safe(location(o))}"
             lines.append(line)
         counts = self._cut_counts(form)

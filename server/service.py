@@ -34,6 +34,7 @@ from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.store import Home, atomic_write_json, process_start
 from citegraph.indexer import gitrepo
 from citegraph.indexer.errors import CitegraphError
+from citegraph.schemas import iso_time, to_output
 from citegraph.server.locator import read_record, service_dir, socket_path
 
 DEFAULT_DEBOUNCE_MS = 20
@@ -61,7 +62,7 @@ class Logger:
 
     def __call__(self, event: str, text: str, **data: Any) -> None:
         if self.as_json:
-            line = json.dumps({"event": event, "at": round(time.time(), 4), **data}, default=str)
+            line = json.dumps(to_output({"event": event, **data, "at": iso_time(time.time())}), default=str)
         else:
             line = f"citegraph {self.name}: {text}"
         with self.lock:

@@ -197,7 +197,11 @@ def test_brief_sections_statuses_and_issues(payments, home):
     by_id = {m["id"]: m for m in d["memories"] + d["stale"]}
     assert by_id[fresh["id"]]["freshness"] == "fresh" and by_id[fresh["id"]]["status"] == "exact"
     assert [m["id"] for m in d["stale"]] == [stale["id"]]
-    assert by_id[stale["id"]]["status"] == "changed" and "README.md" in by_id[stale["id"]]["reason"]
+    # reason means what it means in validate: codes; a stale memory's citations and its
+    # stale-memory issue say what changed (docs/schemas/common.schema.json memory_reason)
+    assert by_id[stale["id"]]["status"] == "changed" and by_id[stale["id"]]["reason"] is None
+    assert [(c["outcome"], c["locator"]) for c in by_id[stale["id"]]["citations"]] == [("changed", "README.md")]
+    assert any(i["memory_id"] == stale["id"] and "README.md" in i["message"] for i in d["issues"])
     assert by_id[moved["id"]]["freshness"] == "fresh" and by_id[moved["id"]]["status"] == "relocated"
     assert by_id[moved["id"]]["citations"][0]["observed"]["path"] == "docs/moved.txt"
     assert by_id[legacy["id"]]["freshness"] == "unknown"  # source commit is behind HEAD now

@@ -75,7 +75,8 @@ def check_statuses(res: bp.BriefResult, items: list[bp.Item]) -> None:
     by_id = {i.memory.id: i for i in items}
     for m in res.data["memories"] + res.data["stale"]:
         it = by_id[m["id"]]
-        assert (m["freshness"], m["status"], m["reason"]) == (it.verdict.freshness, it.verdict.status, it.reason)
+        assert (m["freshness"], m["status"], m["reason"]) == (it.verdict.freshness, it.verdict.status,
+                                                              it.verdict.reason)
         cut = m.get("cut", {"citations": 0, "outcomes": {}, "issues": 0})
         counted = [o for o, n in cut["outcomes"].items() for _ in range(n)]
         assert sorted([c["outcome"] for c in m["citations"]] + counted) == \

@@ -567,6 +567,14 @@ def _valid_values(name: str, root: str) -> st.SearchStrategy:
         "at": st.sampled_from(["HEAD", "nope"]),
         "sourceCommit": st.sampled_from(["HEAD", "deadbeef"]),
         "supersedes": st.none(),
+        "name": st.sampled_from(["keep_key", "RetryPolicy.next_delay", "nothing"]),
+        "file": st.sampled_from(["src/retry.py", root + "/src/retry.py", "nope.py", "/etc/passwd"]),
+        "limit": st.integers(0, 600),
+        "rev": st.sampled_from(["HEAD", "nope"]),
+        "memoryId": st.sampled_from(["cgm_0000000000000000", "nope"]),
+        "paths": st.lists(st.sampled_from([root, "src", "/nonexistent"]), max_size=2),
+        "accept": st.sampled_from(["relocated", "successor", "relocated,successor", "bogus"]),
+        "all": st.booleans(), "dryRun": st.booleans(), "includeArchived": st.booleans(),
     }.get(name, st.sampled_from(["a", "agent-1"]))
 
 
@@ -581,12 +589,12 @@ def _arguments(draw, tool: str, root: str) -> tuple[dict, str | None]:
         if n not in spec.required and draw(st.booleans()):
             args[n] = draw(_valid_values(n, root))
     mode, hostile = draw(st.integers(0, 9)), None
-    if 3 <= mode <= 7:
+    if 3 <= mode <= 7 and spec.properties:
         hostile = draw(st.sampled_from(sorted(spec.properties)))
         args[hostile] = draw(hostile_values)
     elif mode == 8:
         args[draw(st.one_of(hostile_strings, st.sampled_from(["bogus", "\udc80"])))] = draw(hostile_values)
-    elif mode == 9:
+    elif mode == 9 and spec.required:
         args.pop(draw(st.sampled_from(spec.required)), None)
     return args, hostile
 
@@ -612,6 +620,8 @@ def plainly_invalid(tool: str, name: str, v: object) -> bool:
         if isinstance(v, float) and not v.is_integer():
             return True
         return not (prop.get("minimum", v) <= v <= prop.get("maximum", v))
+    if prop["type"] == "boolean":
+        return not isinstance(v, bool)
     return False
 
 
@@ -622,7 +632,12 @@ def _store_rows(home) -> dict[str, list]:
 
 
 RESULT_KEYS = {"remember": "citations", "brief": "coverage", "validate": "summary", "index_status": "repository_id",
-               "workset_prepare": "members"}
+               "workset_prepare": "members", "status": "repository_id", "index": "snapshot_id", "find": "symbols",
+               "symbols": "symbols", "cited": "memories", "refresh": "memories", "list": "memories", "show": "text",
+               "history": "revisions", "workset_create": "members", "workset_add": "members",
+               "workset_remove": "members", "workset_list": "worksets", "workset_show": "members",
+               "workset_status": "ready"}
+WRITERS = {"remember", "refresh"}  # tools that may add memory revisions by design
 
 
 @pytest.mark.parametrize("tool", sorted(TOOLS))
@@ -654,7 +669,7 @@ def test_hostile_arguments_get_a_clear_error_or_a_result(tool, indexed, home):
             assert out.is_error and out.data["error"]["kind"] == "invalid-argument", (hostile, out.text)
         elif not out.is_error:
             assert RESULT_KEYS[tool] in out.data, out.data
-            if tool != "remember":
+            if tool not in WRITERS:
                 assert _store_rows(home) == before
 
     check()
@@ -667,6 +682,7 @@ HOSTILE_BY_TYPE = {
               ["r"] * (MAX_LIST_ITEMS + 1), ["y" * (1024 * 1024 * 50)], 10 ** 30, {"a": ["x"]}],
     "integer": [10 ** 30, -10 ** 30, 10 ** 5000, float("inf"), float("-inf"), float("nan"), 1.5, "1000", True,
                 [1000], 10 ** 30 + 0.0],
+    "boolean": ["true", 1, 0, 1.5, [True], {"a": True}, "\udc80", 10 ** 30],
 }
 
 
@@ -675,7 +691,9 @@ def test_every_argument_refuses_every_hostile_value_by_name(indexed, home):
     naming the argument, within the bound, nothing stored (50 MB strings included)."""
     root = str(indexed.root)
     ws.create(home, "ws", [root])
-    base = {"callerCwd": root, "text": "a claim", "task": "a task", "workset": "ws"}
+    base = {"callerCwd": root, "text": "a claim", "task": "a task", "workset": "ws", "name": "keep_key",
+            "file": "src/retry.py", "memoryId": "cgm_0000000000000000", "codeRefs": ["src/retry.py"],
+            "paths": [root]}
     before = _store_rows(home)
     seen = 0
 

@@ -9,6 +9,7 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 
+from citegraph import schemas
 from citegraph.cli.main import cli
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.store import Home
@@ -21,14 +22,12 @@ SCHEMAS = Path(__file__).resolve().parent.parent / "docs" / "schemas"
 
 
 def schema(name: str) -> dict:
-    return json.loads((SCHEMAS / name).read_text())
+    return schemas.load(name.removesuffix(".schema.json"))
 
 
 def check(name: str, doc: object, part: str | None = None) -> None:
-    s = schema(name)
-    if part:
-        s = {"$defs": s["$defs"], **s["$defs"][part]}
-    jsonschema.Draft202012Validator(s).validate(doc)
+    """Validate through the one loader (cross-file refs into common.schema.json resolved)."""
+    schemas.validator(name.removesuffix(".schema.json"), part).validate(doc)
 
 
 def invoke(home: Home, *args: str) -> str:
@@ -160,3 +159,28 @@ def test_hook_and_repo_outputs_match_the_schema(scene, home, run_cli):
     check("repo.schema.json", shown)
     moved = json.loads(invoke(home, "repo", "move", "https://a.example/x", "https://b.example/y", "--json"))
     check("repo.schema.json", moved)
+
+
+def test_observed_and_reason_mean_the_same_in_validate_and_brief(scene, home):
+    """One memory, one citation: validate, brief and cited give the same outcome, reason
+    and observed (common.schema.json#/$defs/observation), and the same memory reason."""
+    root = str(scene.root)
+    val = json.loads(invoke(home, "validate", "--json", "--repo", root))
+    by_v = {m["id"]: m for m in val["memories"]}
+    seen_in_place = seen_moved = 0
+    for task in ("exact moved changed deleted", "retry claim legacy"):
+        doc = json.loads(invoke(home, "brief", "--task", task, "--json", "--repo", root))
+        for m in doc["memories"] + doc["stale"]:
+            v = by_v[m["id"]]
+            assert (m["freshness"], m["status"], m["reason"]) == (v["freshness"], v["status"], v["reason"])
+            vc = {c["id"]: c for c in v["citations"]}
+            for c in m["citations"]:
+                want = vc[c["id"]]
+                assert (c["outcome"], c["reason"], c["observed"]) == (want["outcome"], want["reason"],
+                                                                     want["observed"])
+                if c["outcome"] == "exact":
+                    assert c["observed"] and c["observed"]["path"] == want["path"]  # in place: still observed
+                    seen_in_place += 1
+                seen_moved += c["outcome"] == "relocated"
+    assert seen_in_place and seen_moved
+    assert any(m["reason"] for m in val["memories"])  # codes are compared, not only nulls

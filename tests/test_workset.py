@@ -16,6 +16,7 @@ from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.store import Home
 from citegraph.memory import api
 from citegraph.memory import workset as ws
+from citegraph.schemas import iso_time
 
 SRC = "def handler(event):\n    return event['id']\n\n\nclass Service:\n    def run(self):\n        return 1\n"
 
@@ -53,7 +54,7 @@ def test_workset_records_and_cli_errors(make_repo, home, tmp_path):
     assert [m["path"] for m in data["members"]] == [str(a.root.resolve()), str(b.root.resolve())]
     assert all(len(m["repository_id"]) == 32 and m["prepared"] is None for m in data["members"])
     assert json.loads(invoke(home, "workset", "list", "--json").output)["worksets"] == [
-        {"name": "prod", "created_at": data["created_at"], "members": 2}]
+        {"name": "prod", "created_at": iso_time(data["created_at"]), "members": 2}]  # the CLI prints ISO 8601
     assert invoke(home, "workset", "remove", "prod", str(b.root)).exit_code == 0
     assert len(ws.show(home, "prod")["members"]) == 1
 

@@ -1,0 +1,241 @@
+"""Every MCP tool through the official SDK client (``mcp.client.stdio.stdio_client`` +
+``ClientSession``, spawning ``python -m citegraph.cli.main mcp``): its ``structuredContent``
+validates against its published ``outputSchema`` (issue 12, acceptance 1), the text part
+is the same JSON, errors are ``isError`` results matching docs/schemas/mcp-error.schema.json
+and worded for MCP, every tool and argument is described (acceptance 3), and ``callerCwd``
+is optional where the client declares roots or one repository is registered."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import anyio
+import jsonschema
+import mcp_types as types
+import pytest
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from citegraph import schemas
+from citegraph.graph.snapshot_builder import build_snapshot
+from citegraph.memory import api
+from citegraph.server.mcp_server import Dispatcher, mcp_wording
+from citegraph.server.mcp_tools import TOOLS
+
+SRC = '''class RetryPolicy:
+    def next_delay(self, attempt):
+        return min(2 ** attempt, 60)
+
+
+def keep_key(request):
+    return request.idempotency_key
+'''
+
+
+def run_session(home, steps, roots: list[str] | None = None, *extra: str):
+    """Start `citegraph mcp` and run ``steps(session)``; ``roots``: the client declares the
+    roots capability and answers ``roots/list`` with these directories."""
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "citegraph.cli.main", "mcp", *extra],
+        env={"CITEGRAPH_HOME": str(home.root), "PYTHONPATH": os.environ.get("PYTHONPATH", "")})
+    out = {}
+    callback = None
+    if roots is not None:
+        async def callback(_ctx):
+            return types.ListRootsResult(roots=[types.Root(uri=f"file://{r}") for r in roots])
+
+    async def main():
+        with open(os.devnull, "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write, list_roots_callback=callback) as session:
+                    await session.initialize()
+                    with anyio.fail_after(120):
+                        out["result"] = await steps(session)
+
+    anyio.run(main)
+    return out["result"]
+
+
+@pytest.fixture
+def world(make_repo, home):
+    r = make_repo("svc", remote="https://example.com/org/svc.git")
+    r.write("src/retry.py", SRC)
+    r.write("docs/notes.md", "retry notes\nmore\n")
+    r.commit("c1")
+    build_snapshot(r.root, home)
+    mid = api.remember(home, "retries keep the idempotency key", repo=r.root, project="svc", topic="key",
+                       refs=["src/retry.py::keep_key", "docs/notes.md#L1-L1"])["id"]
+    return {"repo": r, "root": str(r.root), "mid": mid}
+
+
+def arguments(w: dict) -> dict[str, list[dict]]:
+    """Valid calls of every tool, in an order that works (workset_create before the rest)."""
+    root, mid = w["root"], w["mid"]
+    return {
+        "status": [{"callerCwd": root}], "index_status": [{"callerCwd": root}],
+        "index": [{"callerCwd": root}, {"callerCwd": root, "rev": "HEAD"}],
+        "find": [{"callerCwd": root, "name": "keep_key"}, {"callerCwd": root, "name": "next_delay", "limit": 5}],
+        "symbols": [{"callerCwd": root, "file": "src/retry.py"}, {"file": os.path.join(root, "src/retry.py")}],
+        "remember": [{"callerCwd": root, "text": "next_delay caps at 60", "project": "svc", "topic": "cap",
+                      "codeRefs": ["src/retry.py::RetryPolicy.next_delay"], "kind": "durable"}],
+        "cited": [{"callerCwd": root, "codeRefs": ["src/retry.py"]}],
+        "refresh": [{"callerCwd": root, "all": True, "dryRun": True}, {"callerCwd": root, "memoryIds": [mid]}],
+        "brief": [{"callerCwd": root, "task": "change the retry idempotency key", "budgetTokens": 1000}],
+        "validate": [{"callerCwd": root}, {"callerCwd": root, "memoryIds": [mid], "project": "svc"}],
+        "list": [{}, {"project": "svc", "includeArchived": True}],
+        "show": [{"memoryId": mid}],
+        "history": [{"memoryId": mid}],
+        "workset_create": [{"workset": "w", "paths": [root]}],
+        "workset_add": [{"workset": "w", "paths": ["."], "callerCwd": root}],
+        "workset_list": [{}],
+        "workset_show": [{"workset": "w"}],
+        "workset_prepare": [{"workset": "w", "concurrency": 1}],
+        "workset_status": [{"workset": "w"}],
+        "workset_remove": [{"workset": "w", "paths": [root]}],
+    }
+
+
+def test_every_tool_result_matches_its_output_schema(world, home):
+    table = arguments(world)
+    assert set(table) == set(TOOLS), "a tool without a call here (add one)"
+
+    async def steps(s):
+        listed = {t.name: t for t in (await s.list_tools()).tools}
+        results = []
+        for name, calls in table.items():
+            for args in calls:
+                # The SDK client itself validates structuredContent against the outputSchema
+                # (it raises on a mismatch); it is checked again below, independently.
+                results.append((name, args, await s.call_tool(name, args)))
+        errors = [await s.call_tool("show", {"memoryId": "cgm_0000000000000000"}),
+                  await s.call_tool("validate", {"callerCwd": world["root"], "at": "nope"}),
+                  await s.call_tool("find", {"callerCwd": "relative", "name": "keep_key"}),
+                  await s.call_tool("remember", {"callerCwd": world["root"], "text": "x", "codeRefs": ["../x"]})]
+        return listed, results, errors
+
+    listed, results, errors = run_session(home, steps)
+    assert set(listed) == set(TOOLS)
+    for name, args, res in results:
+        assert not res.is_error, (name, args, res.content[0].text)
+        out_schema = listed[name].output_schema
+        assert out_schema == schemas.bundled(TOOLS[name].output)  # the same file as the CLI's --json
+        jsonschema.Draft202012Validator(out_schema).validate(res.structured_content)
+        schemas.validator(TOOLS[name].output).validate(res.structured_content)  # formats (timestamps) too
+        assert json.loads(res.content[0].text) == res.structured_content, name  # the text part is the JSON
+    error_schema = schemas.validator("mcp-error")
+    for res in errors:
+        assert res.is_error
+        error_schema.validate(res.structured_content)
+        assert res.content[0].text == res.structured_content["error"]["message"]
+        assert " --" not in res.content[0].text, res.content[0].text  # no CLI flags in MCP errors
+    assert "`callerCwd`" in errors[2].content[0].text
+
+
+def test_every_tool_and_argument_is_described(home):
+    async def steps(s):
+        return (await s.list_tools()).tools
+
+    tools = run_session(home, steps)
+    assert {t.name for t in tools} == set(TOOLS)
+    for t in tools:
+        assert t.title and t.title.strip(), t.name
+        assert t.description and len(t.description) >= 40, t.name
+        assert t.output_schema and t.output_schema.get("type") == "object", t.name
+        a = t.annotations
+        assert a is not None and a.title == t.title
+        for hint in ("read_only_hint", "destructive_hint", "idempotent_hint", "open_world_hint"):
+            assert isinstance(getattr(a, hint), bool), (t.name, hint)
+        assert a.open_world_hint is False  # every tool works on local repositories only
+        if a.read_only_hint:
+            assert a.destructive_hint is False and a.idempotent_hint is True, t.name
+        for arg, prop in t.input_schema["properties"].items():
+            assert isinstance(prop.get("description"), str) and prop["description"].strip(), (t.name, arg)
+    by_name = {t.name: t.annotations for t in tools}
+    assert not by_name["remember"].read_only_hint and not by_name["remember"].idempotent_hint
+    assert by_name["workset_remove"].destructive_hint is True
+    assert by_name["index"].idempotent_hint is True and not by_name["index"].read_only_hint
+    assert all(by_name[n].read_only_hint for n in ("find", "symbols", "status", "brief", "validate", "list", "show",
+                                                   "cited", "history", "workset_list", "workset_show",
+                                                   "workset_status"))
+
+
+def test_caller_cwd_comes_from_the_clients_roots(world, make_repo, home, tmp_path):
+    other = make_repo("lib")
+    other.write("lib.py", "def f():\n    return 1\n")
+    other.commit("l1")
+    build_snapshot(other.root, home)  # two repositories registered: the roots decide
+    plain = tmp_path / "not-a-repo"
+    plain.mkdir()
+
+    async def steps(s):
+        return (await s.call_tool("status", {}),
+                await s.call_tool("find", {"name": "keep_key"}),
+                await s.call_tool("status", {"callerCwd": str(other.root)}))  # an explicit one wins
+
+    status, found, explicit = run_session(home, steps, roots=[str(plain), world["root"] + "/src"])
+    assert not status.is_error, status.content[0].text
+    assert status.structured_content["repository_id"] == api_repository_id(world["root"])
+    assert [s["qualified_name"] for s in found.structured_content["symbols"]] == ["keep_key"]
+    assert explicit.structured_content["repository_id"] == api_repository_id(str(other.root))
+
+    async def two_roots(s):
+        return await s.call_tool("status", {})
+
+    both = run_session(home, two_roots, roots=[world["root"], str(other.root)])
+    assert both.is_error and "`callerCwd`" in both.content[0].text and "2 git repositories" in both.content[0].text
+
+    async def no_roots(s):
+        return await s.call_tool("brief", {"task": "retry key"})
+
+    res = run_session(home, no_roots)
+    assert res.is_error and res.structured_content["error"]["code"] == 2
+    assert "pass the `callerCwd` argument" in res.content[0].text
+
+
+def test_caller_cwd_is_the_one_registered_repository(world, home):
+    async def steps(s):
+        return await s.call_tool("validate", {}), await s.call_tool("brief", {"task": "retry key"})
+
+    validated, brief = run_session(home, steps)  # no roots declared; one repository in the home
+    assert not validated.is_error, validated.content[0].text
+    assert [m["id"] for m in validated.structured_content["memories"]] == [world["mid"]]
+    assert validated.structured_content["memories"][0]["freshness"] == "fresh"
+    assert not brief.is_error and brief.structured_content["memories"][0]["id"] == world["mid"]
+
+
+def api_repository_id(path: str) -> str:
+    from citegraph.indexer import gitrepo
+
+    return gitrepo.repository_identity(gitrepo.open_repository(path)).repository_id
+
+
+@pytest.mark.parametrize("line, worded", [
+    ("citegraph: x — pass --repo PATH", "citegraph: x — pass the `callerCwd` argument"),
+    ("citegraph: y — run `citegraph index` (or `citegraph serve`)", "citegraph: y — call the `index` tool"),
+    ("citegraph: z — run citegraph index --rev abc1, then the check",
+     "citegraph: z — call the `index` tool with the `rev` argument, then the check"),
+    ("--code-ref ignored: no such file", "the `codeRefs` argument ignored: no such file"),
+    ("citegraph: w — run citegraph workset prepare w", "citegraph: w — call the `workset_prepare` tool"),
+    ("citegraph: h — choose another --home", "citegraph: h — choose another --home"),  # how the server started
+    ("citegraph: a--repo-b stays", "citegraph: a--repo-b stays"),
+])
+def test_errors_are_worded_for_mcp(line, worded):
+    assert mcp_wording(line) == worded
+
+
+def test_a_cli_flag_in_an_error_becomes_the_tool_argument(home, tmp_path, run_cli):
+    """The same failure: the CLI names its flag, the MCP tool its argument."""
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    cli = run_cli("validate", "--json", cwd=plain)
+    assert cli.returncode == 3 and "--repo" in cli.stderr
+
+    async def main():
+        return await Dispatcher(home).call("validate", {"callerCwd": str(plain)})
+
+    out = anyio.run(main)
+    assert out.is_error and out.data["error"]["code"] == 3
+    assert "pass the `callerCwd` argument" in out.text and "--" not in out.text
+    assert "not a git repository" in out.text and "not a git repository" in cli.stderr  # the CLI's what
