@@ -110,12 +110,6 @@ class Snapshot:
         rows = self.dicts("SELECT * FROM symbols WHERE handle = ?", [handle])
         return rows[0] if rows else None
 
-    def find(self, name: str, limit: int = 50) -> list[dict[str, Any]]:
-        return self.dicts(
-            "SELECT * FROM symbols WHERE name = ? OR qualified_name = ? OR qualified_name LIKE ? "
-            "ORDER BY (qualified_name = ?) DESC, path, start_line LIMIT ?",
-            [name, name, f"%.{name}", name, limit])
-
     def blob_bytes(self, blob_id: str) -> bytes | None:
         """File bytes by blob id: dirty overlay contents first, then the object database.
         A FIFO, socket or device in the worktree (NULL_BLOB) holds no bytes."""

@@ -159,3 +159,16 @@ def test_cited_symbols_find_and_brief_take_the_same_spellings(click_repo, home):
     bad = cli(home, "brief", "--task", "x", "--code-ref", "/etc/passwd", "--json", "--no-service", cwd=sub)
     assert bad.returncode == 0
     assert any("outside the repository" in i["message"] for i in json.loads(bad.stdout)["issues"])
+
+
+def test_the_api_the_mcp_server_calls_reads_refs_from_its_repo_path(click_repo, home):
+    """The MCP tools pass callerCwd as ``repo`` (server/mcp_server.py): without ``cwd``,
+    relative refs are read from that directory, so an agent in src/click cites
+    ``core.py::Context`` as a person there would."""
+    from citegraph.memory import api
+
+    res = api.remember(home, "x", repo=str(click_repo.root / "src/click"), refs=["core.py::Context", BLOB])
+    assert [c["path"] for c in res["citations"]] == ["src/click/core.py", "src/click/core.py"]
+    assert "ref 'core.py::Context' taken as 'src/click/core.py::Context'" in res["notes"]
+    with pytest.raises(CitegraphError, match="outside the repository"):
+        api.remember(home, "y", repo=str(click_repo.root), refs=["/etc/hosts"])
