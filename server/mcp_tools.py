@@ -41,7 +41,8 @@ MEMORY_IDS = {"type": "array", "items": {"type": "string"},
 CODE_REFS = {"type": "array", "items": {"type": "string"}, "description":
              "Code to cite, at most 8: a file path, path#L10-L24 (a span), path::Qualified.name (a symbol, "
              "optionally [N] for the N-th definition of that name), or a cgs_/cgr_ handle from find or symbols. "
-             "Paths are relative to the repository root."}
+             "Paths may be repository-relative, relative to callerCwd, absolute inside the repository, or a GitHub blob URL of "
+             "the same repository."}
 PATHS = {"type": "array", "items": {"type": "string"},
          "description": "Repository paths (absolute, or relative to callerCwd)."}
 
@@ -127,9 +128,12 @@ def _find(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
 
     cwd = _cwd(a, "find")
     limit = a.get("limit", 50)
-    data = _served(ctx, "find", {"repo": cwd, "name": a["name"], "limit": limit})
+    kinds, path = list(a.get("kinds") or []) or None, a.get("path")
+    data = _served(ctx, "find", {"repo": cwd, "name": a["name"], "limit": limit, "kinds": kinds,
+                                 "path": path, "cwd": cwd})
     if data is None:
-        data = {"symbols": queries.find_symbols(cwd, ctx.home, a["name"], limit)}
+        data = {"symbols": queries.find_symbols(cwd, ctx.home, a["name"], limit, kinds=kinds, path=path,
+                                                cwd=cwd)}
     return {"symbols": data["symbols"]}
 
 
@@ -321,8 +325,12 @@ TOOLS: dict[str, ToolSpec] = {t.name: t for t in (
         "Search the symbols of the repository's exact-current snapshot by name or qualified name and return "
         "their handles (cgs_…), paths and lines. Use it to find the handle or path::Name to cite in remember, "
         "or to look up where a function or class is defined now. Same as `citegraph find NAME --json`.",
-        {"callerCwd": CWD, "name": _s("The symbol's name or qualified name, e.g. next_delay or RetryPolicy.next_delay."),
-         "limit": _i("At most this many symbols (default 50).", 1, 500)},
+        {"callerCwd": CWD, "name": _s("The symbol's name, qualified name, prefix or glob, e.g. next_delay, RetryPolicy.next_delay, Context.inv or 'invok*'; best matches first."),
+         "limit": _i("At most this many symbols (default 50).", 1, 500),
+         "kinds": {"type": "array", "items": {"type": "string"},
+                   "description": "Only symbols of these kinds (e.g. function, method, class)."},
+         "path": _s("Only symbols under this file or directory, or matching this glob (relative to callerCwd, "
+                    "repository-relative, or absolute inside the repository).")},
         ("name",), _find, title="Find symbols", output="find", **READ),
     ToolSpec(
         "symbols",

@@ -570,6 +570,8 @@ def _valid_values(name: str, root: str) -> st.SearchStrategy:
         "name": st.sampled_from(["keep_key", "RetryPolicy.next_delay", "nothing"]),
         "file": st.sampled_from(["src/retry.py", root + "/src/retry.py", "nope.py", "/etc/passwd"]),
         "limit": st.integers(0, 600),
+        "kinds": st.lists(st.sampled_from(["function", "method", "class", "nope"]), max_size=2),
+        "path": st.sampled_from(["src", "src/retry.py", "src/*.py", "/etc", "../x"]),
         "rev": st.sampled_from(["HEAD", "nope"]),
         "memoryId": st.sampled_from(["cgm_0000000000000000", "nope"]),
         "paths": st.lists(st.sampled_from([root, "src", "/nonexistent"]), max_size=2),

@@ -76,7 +76,8 @@ def arguments(w: dict) -> dict[str, list[dict]]:
     return {
         "status": [{"callerCwd": root}], "index_status": [{"callerCwd": root}],
         "index": [{"callerCwd": root}, {"callerCwd": root, "rev": "HEAD"}],
-        "find": [{"callerCwd": root, "name": "keep_key"}, {"callerCwd": root, "name": "next_delay", "limit": 5}],
+        "find": [{"callerCwd": root, "name": "keep_key"}, {"callerCwd": root, "name": "next_delay", "limit": 5},
+                 {"callerCwd": root, "name": "next_*", "kinds": ["method"], "path": "src"}],
         "symbols": [{"callerCwd": root, "file": "src/retry.py"}, {"file": os.path.join(root, "src/retry.py")}],
         "remember": [{"callerCwd": root, "text": "next_delay caps at 60", "project": "svc", "topic": "cap",
                       "codeRefs": ["src/retry.py::RetryPolicy.next_delay"], "kind": "durable"}],
@@ -239,3 +240,20 @@ def test_a_cli_flag_in_an_error_becomes_the_tool_argument(home, tmp_path, run_cl
     assert out.is_error and out.data["error"]["code"] == 3
     assert "pass the `callerCwd` argument" in out.text and "--" not in out.text
     assert "not a git repository" in out.text and "not a git repository" in cli.stderr  # the CLI's what
+
+
+
+def test_find_tool_ranks_and_filters_like_the_cli(world, home):
+    """MCP find takes the CLI's --kind/--path filters and returns the match tier."""
+    root = world["root"]
+
+    async def steps(s):
+        return (await s.call_tool("find", {"callerCwd": root, "name": "next_*", "kinds": ["method"],
+                                           "path": "src"}),
+                await s.call_tool("find", {"callerCwd": root, "name": "next_delay", "kinds": ["class"]}))
+
+    hit, miss = run_session(home, steps)
+    rows = hit.structured_content["symbols"]
+    assert [r["qualified_name"] for r in rows] == ["RetryPolicy.next_delay"]
+    assert rows[0]["match"] == "glob" and rows[0]["kind"] == "method"
+    assert miss.structured_content["symbols"] == []
