@@ -144,7 +144,7 @@ def symbols(ctx: click.Context, file: str, as_json: bool, no_service: bool) -> N
     """List the symbols of FILE in the exact-current snapshot (handles to cite). Exit 1
     when the file has none."""
     url = file.startswith(("https://", "http://"))
-    full = file if url else str(Path(file).resolve() if not os.path.isabs(file) else Path(file))
+    full = file if url else os.path.abspath(file)  # lexical: never through a symlink (docs/security.md)
     served = via_service(ctx, "symbols", {"file": full, "cwd": os.getcwd()}, no_service=no_service)
     if served is not None:
         rows = served["symbols"]

@@ -79,17 +79,41 @@ def symbols_of_file(file: Path | str, home: Home, source: StateSource | None = N
     start = file.parent if not file.is_dir() else file
     while not start.exists() and start != start.parent:
         start = start.parent
-    cur = (source or ScanSource()).read(start, home)
-    root = Path(gitrepo.workdir(cur.repo)).resolve()
+    through_link = _through_symlink(file.parent)
     try:
+        cur = (source or ScanSource()).read(start, home)
+        root = Path(gitrepo.workdir(cur.repo)).resolve()
         rel = Path(os.path.realpath(file.parent)).joinpath(file.name).relative_to(root).as_posix()
-    except ValueError:
-        raise CitegraphError(f"{file}: outside the repository {root}", "pass a file inside it", code=2) from None
+    except (CitegraphError, ValueError):
+        if through_link is None:
+            if "cur" not in locals():
+                raise
+            raise CitegraphError(f"{file}: outside the repository {root}", "pass a file inside it",
+                                 code=2) from None
+        # A symlinked directory leads out of the worktree (docs/security.md): take the path
+        # as written, in the repository that holds the link, never through the link.
+        cur = (source or ScanSource()).read(through_link.parent, home)
+        root = Path(os.path.abspath(gitrepo.workdir(cur.repo)))
+        rel = os.path.relpath(os.path.abspath(file), root)
+        if rel == ".." or rel.startswith("../"):
+            raise CitegraphError(f"{file}: outside the repository {root}", "pass a file inside it",
+                                 code=2) from None
+        rel = Path(rel).as_posix()
     require_current(cur)
     with Snapshot.open(cur.store, cur.snapshot_id, cur.repo) as snap:
         if snap.file(rel) is None:
-            raise CitegraphError(f"{rel}: not in the snapshot", "check the path (is it ignored?)", code=2)
+            why = (f"{through_link} is a symlink: the files under a symlinked directory are not part of "
+                   "the worktree (git sees them deleted)") if through_link else "check the path (is it ignored?)"
+            raise CitegraphError(f"{rel}: not in the snapshot", why, code=2)
         return [public_symbol(s) for s in snap.symbols_in(rel)]
+
+
+def _through_symlink(directory: Path) -> Path | None:
+    """The deepest symlinked directory among ``directory`` and its ancestors, or None."""
+    for d in (directory, *directory.parents):
+        if d.is_symlink():
+            return d
+    return None
 
 
 def find_symbols(repo_path: str | os.PathLike[str], home: Home, name: str, limit: int = 50,

@@ -100,7 +100,10 @@ def test_symlinked_directory_is_deleted_and_nothing_outside_is_read(repo, home, 
                         "lib/secret.py#L1-L2": "deleted", "src/app.py::main": "exact"}
     brief = as_json(run_cli("brief", "--task", "secret token", "--json", cwd=repo.root, timeout=TIMEOUT))
     assert brief["memories"] == [] and [(b["id"], b["freshness"]) for b in brief["stale"]] == [(mem["id"], "stale")]
-    clean_error(run_cli("symbols", str(repo.root / "lib" / "secret.py"), timeout=TIMEOUT), 3)
+    # The path is taken as written, never through the link: the one error line names the link.
+    # (Before: discovery followed the link and said "<outside>: not a git repository", exit 3.)
+    clean_error(run_cli("symbols", str(repo.root / "lib" / "secret.py"), timeout=TIMEOUT), 2, "is a symlink")
+    clean_error(run_cli("symbols", "lib/secret.py", cwd=repo.root, timeout=TIMEOUT), 2, "lib/secret.py")
     clean_error(run_cli("remember", "--text", "x", "--repo", str(repo.root), "--code-ref", "lib/leaked.py",
                         timeout=TIMEOUT), 2, "lib/leaked.py")
 
