@@ -347,12 +347,19 @@ def _dirty_entries(target: _Target, paths: set[str] | None = None
     contents: dict[str, bytes] = {}
     if not (target.state and target.state.dirty):
         return out, contents
+    from_index = dict(target.state.from_index)
     with WorktreeReader(gitrepo.workdir(target.repo), keep_bytes=target.config.max_file_bytes) as reader:
         for path, blob in target.state.dirty_paths:
             if paths is not None and path not in paths:
                 continue
             if blob is None:
                 out[path] = None
+                continue
+            if path in from_index:  # outside the sparse set: the index's blob (indexer.sparse)
+                data, _missing = gitrepo.index_blob_content(target.repo, blob, target.config.max_file_bytes)
+                out[path] = gitrepo.InventoryEntry(path, blob, from_index[path], dirty=True)
+                if data is not None:
+                    contents[blob] = data
                 continue
             found = reader.read(fs_path(path))
             if found.blob_id != blob:
@@ -405,7 +412,9 @@ def _classify(rows: list[_FileRow], target: _Target, contents: dict[str, bytes])
             r.status, r.reason = "skipped", "excluded"
         elif e.dirty and e.blob_id not in contents:
             # The worktree reader keeps the bytes of every regular file up to the cap.
-            r.status, r.reason = "skipped", "too-large"
+            missing = target.state is not None and e.path in dict(target.state.from_index) \
+                and gitrepo.index_blob_content(target.repo, e.blob_id, 0)[1]
+            r.status, r.reason = "skipped", "missing-blob" if missing else "too-large"
 
 
 def _sql_str(path: Path) -> str:
