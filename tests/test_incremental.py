@@ -179,7 +179,11 @@ CONTENTS = (
     "def a():\n    return 1\n\n\nx = 1 @ @\n\n\ndef b():\n    return 2\n\n\ndef c():\n    return 3\n",
 )
 
-OPS = ("add", "modify", "delete", "move", "commit", "dirty_modify", "untracked_add", "worktree_delete")
+OPS = ("add", "modify", "delete", "move", "commit", "dirty_modify", "untracked_add", "worktree_delete", "sparse")
+# Sparse-checkout steps (pick % 4): only the top-level files (cone), only the top-level
+# Python files (no cone), the cone as a sparse index (libgit2 cannot read it), no sparse
+# checkout. Paths outside the set are skip-worktree: no file, committed facts.
+SPARSE = (("set", "--cone"), ("set", "--no-cone", "/*.py"), ("init", "--cone", "--sparse-index"), ("disable",))
 
 step = st.tuples(st.sampled_from(OPS), st.integers(0, 63), st.integers(0, len(CONTENTS) - 1))
 
@@ -193,33 +197,46 @@ def _present(g: GitRepo) -> list[str]:
     return sorted(p for p in PATHS if (g.root / p).exists())
 
 
+def _skip_worktree(g: GitRepo) -> dict[str, str]:
+    """Index entries with git's skip-worktree bit (``git ls-files -t``: tag S) → index blob."""
+    tags = {line[2:] for line in g.git("ls-files", "-t").splitlines() if line.startswith("S ")}
+    staged = (line.split(None, 3) for line in g.git("ls-files", "-s").splitlines())
+    return {path: blob for _mode, blob, _stage, path in staged if path in tags}
+
+
 def _apply(g: GitRepo, op: str, pick: int, content: str) -> str:
     present, tracked = _present(g), _tracked(g)
     absent = [p for p in PATHS if p not in present and p not in tracked]
     if op == "add" and absent:
         p = absent[pick % len(absent)]
         g.write(p, content)
-        g.git("add", p)
+        g.git("add", "--sparse", p)
         return f"add {p}"
     if op == "modify" and present:
         p = present[pick % len(present)]
         g.write(p, content)
-        g.git("add", p)
+        g.git("add", "--sparse", p)
         return f"modify {p}"
     if op == "delete":
         both = [p for p in tracked if p in present]
         if both:
             p = both[pick % len(both)]
-            g.git("rm", "-q", "-f", p)
+            g.git("rm", "-q", "-f", "--sparse", p)
             return f"delete {p}"
     if op == "move":
         both = [p for p in tracked if p in present]
         if both and absent:
             src, dst = both[pick % len(both)], absent[(pick // 7) % len(absent)]
-            g.mv(src, dst)
+            (g.root / dst).parent.mkdir(parents=True, exist_ok=True)
+            g.git("mv", "--sparse", src, dst)  # into a directory outside the cone: staged, no file
             return f"move {src} {dst}"
+    if op == "sparse":
+        args = SPARSE[pick % len(SPARSE)]
+        g.git("sparse-checkout", *args)
+        return f"sparse-checkout {' '.join(args)}"
     if op == "commit":
-        g.commit("step")
+        g.git("add", "-A", "--sparse")  # also what lies outside the sparse set
+        g.git("commit", "-q", "--allow-empty", "-m", "step")
         return "commit"
     if op == "dirty_modify" and present:
         p = present[pick % len(present)]
@@ -247,6 +264,13 @@ def _apply(g: GitRepo, op: str, pick: int, content: str) -> str:
          build_initial=False)
 @example(initial=[("a.py", 0)], steps=[("add", 0, 2), ("add", 0, 2), ("worktree_delete", 1, 0)],
          build_initial=False)
+# Sparse sequences: a cone over a dirty tree, a staged move out of it, a sparse index, back.
+@example(initial=[("a.py", 0), ("pkg/c.py", 2), ("notes.txt", 5)],
+         steps=[("dirty_modify", 1, 1), ("sparse", 0, 0), ("move", 0, 0), ("sparse", 2, 0), ("commit", 0, 0),
+                ("sparse", 1, 0), ("add", 3, 3), ("sparse", 3, 0)], build_initial=True)
+@example(initial=[("pkg/c.py", 2), ("pkg/d.py", 3), ("b.py", 1)],
+         steps=[("sparse", 2, 0), ("modify", 0, 4), ("untracked_add", 5, 1), ("sparse", 1, 0),
+                ("worktree_delete", 0, 0), ("commit", 0, 0)], build_initial=False)
 @given(
     initial=st.lists(st.tuples(st.sampled_from(PATHS), st.integers(0, len(CONTENTS) - 1)),
                      min_size=1, max_size=4),
@@ -283,6 +307,12 @@ def test_incremental_equals_clean_build(initial, steps, build_initial):
             assert snapshot_meta(inc_home, inc) == snapshot_meta(clean_home, clean), log
             dirty_blobs = {r[1] for r in t_inc["files"] if r[-1]}
             assert {c[0] for c in t_inc["contents"]} == dirty_blobs, log
-            # The inventory is exactly what git sees in the worktree.
+            # The inventory is exactly what git sees in the worktree, plus the paths outside
+            # the sparse set; those hold their index blob (the commit's, unless staged).
+            skipped = {p: b for p, b in _skip_worktree(g).items() if not os.path.lexists(g.root / p)}
             assert sorted(r[0] for r in t_inc["files"]) == sorted(
-                set(_present(g)) | {p for p in _tracked(g) if os.path.lexists(g.root / p)}), log
+                set(_present(g)) | {p for p in _tracked(g) if os.path.lexists(g.root / p)} | set(skipped)), log
+            rows = {r[0]: r for r in t_inc["files"]}
+            for p, blob in skipped.items():
+                head_blob = g.git("rev-parse", f"HEAD:{p}", check=False) or None
+                assert (rows[p][1], rows[p][-1]) == (blob, blob != head_blob), (p, log)

@@ -236,10 +236,18 @@ def test_partial_clone_outside_the_cone(tmp_path, home):
         assert rows[p] == (blobs[p], "skipped", "missing-blob", False)
     assert rows["pkg/mod.py"] == (blobs["pkg/mod.py"], "indexed", None, False)
     assert {p for p, b in blobs.items() if b not in pygit2.Repository(str(pc.root)).odb} == missing
-    # The same commit built from a full clone has the facts; the ids agree (one repository).
+    # Citations captured in a full clone (its own data home): an unchanged blob id proves
+    # the bytes of a file or span; a symbol needs the facts, which the blob would give.
     full = Clone(tmp_path / "full", str(src.root))
     assert gitrepo.repository_identity(gitrepo.open_repository(full.root)) == \
         gitrepo.repository_identity(repo)
+    full_home = Home.open(tmp_path / "full-home")
+    build_snapshot(full.root, full_home, jobs=1)
+    receipts = capture(full_home, full.root, ["lib/util.py", "lib/util.py#L1-L2", "lib/util.py::helper",
+                                              "pkg/mod.py::Mod"])
+    rep = validate(home, [MemoryInput("m", receipts)], resolve_scope(home, [str(pc.root)]))
+    assert [(o.outcome, o.reason) for v in rep.verdicts for o in v.observations] == [
+        ("exact", None), ("exact", None), ("unknown", "incomplete-coverage"), ("exact", None)]
 
 
 @pytest.mark.skipif(not AVAILABLE, reason="inotify (Linux) only")
