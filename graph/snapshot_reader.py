@@ -13,14 +13,12 @@ from typing import Any
 import duckdb
 import pygit2
 
-from citegraph.graph.schema import SNAPSHOT_SCHEMA_VERSION
+from citegraph.graph.schema import SNAPSHOT_SCHEMA_VERSION, SYMBOL_COLUMNS
 from citegraph.graph.store import RepoStore
 from citegraph.indexer.errors import CitegraphError
 from citegraph.indexer.worktree import NULL_BLOB
 
-SYMBOL_FIELDS = ("handle", "path", "language", "kind", "name", "qualified_name", "ordinal",
-                 "start_byte", "end_byte", "start_line", "end_line", "parent_handle",
-                 "fragment_hash", "body_hash", "blob_id")
+SYMBOL_FIELDS = SYMBOL_COLUMNS
 
 
 @dataclass

@@ -16,13 +16,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from stall_launcher import stalled_argv
 
 from citegraph.graph import queries
+from citegraph.graph.build_hooks import STAGES
 from citegraph.graph.retention import collect
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.store import Home
-
-STAGES = ("inventory", "extract", "write", "publish", "published")
 
 
 def sha256(path: Path) -> str:
@@ -40,12 +40,9 @@ def index_json(run_cli, repo_root: Path, *extra: str) -> dict:
 def stalled_index(home: Home, repo_root: Path, stage: str, marker: Path, *extra: str,
                   stall_seconds: float = 120) -> Iterator[subprocess.Popen]:
     """An ``index`` subprocess stalled at ``stage``; always killed at the end."""
-    env = {**os.environ, "CITEGRAPH_HOME": str(home.root), "CITEGRAPH_TEST_STALL_AT": stage,
-           "CITEGRAPH_TEST_STALL_MARKER": str(marker),
-           "CITEGRAPH_TEST_STALL_SECONDS": str(stall_seconds)}
-    proc = subprocess.Popen([sys.executable, "-m", "citegraph.cli.main", "index", "--json", *extra,
-                             str(repo_root)], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    env = {**os.environ, "CITEGRAPH_HOME": str(home.root)}
+    proc = subprocess.Popen(stalled_argv(stage, marker, stall_seconds, "index", "--json", *extra, str(repo_root)),
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for_marker(proc, marker)
         yield proc

@@ -11,7 +11,7 @@ from gitutil import GitRepo
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-import citegraph.graph.snapshot_builder as sb
+import citegraph.graph.extract_pool as ep
 import citegraph.indexer.blob_facts as bf
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.snapshot_reader import Snapshot
@@ -69,9 +69,9 @@ def test_one_file_change_parses_one_blob(repo, home, monkeypatch):
     repo.write("src/beta.py", py_source("beta", "return 2"))
     repo.commit("c2")
     parses = Counter(bf.extract)
-    blob_calls = Counter(sb.facts_for_blob)
+    blob_calls = Counter(ep.facts_for_blob)
     monkeypatch.setattr(bf, "extract", parses)
-    monkeypatch.setattr(sb, "facts_for_blob", blob_calls)
+    monkeypatch.setattr(ep, "facts_for_blob", blob_calls)
     second = build_snapshot(repo.root, home, jobs=1)
 
     assert not second.reused
