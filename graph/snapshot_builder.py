@@ -25,8 +25,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import duckdb
-
 from citegraph.graph import build_inventory as inv
 from citegraph.graph import coverage_summary, facts_cache
 from citegraph.graph.build_hooks import NO_HOOKS, BuildHooks, BuildStats, checkpoint
@@ -45,6 +43,7 @@ from citegraph.graph.extract_pool import Extracted, Job, default_workers, extrac
 from citegraph.graph.identity import note_clone
 from citegraph.graph.schema import SNAPSHOT_INDEXES, SNAPSHOT_SCHEMA_VERSION
 from citegraph.graph.snapshot_writer import SnapshotWriter, empty_snapshot_file
+from citegraph.graph.snapshot_writer import connect as writer_connect
 from citegraph.graph.store import Home, RepoStore, process_start
 from citegraph.indexer import gitrepo
 from citegraph.indexer.extract import EXTRACTOR_VERSION
@@ -162,7 +161,7 @@ def _assemble(target: BuildTarget, rs: RepoStore, stats: BuildStats, progress: P
     tmp = tmp_path(rs, target.snapshot_id)
     tmp.unlink(missing_ok=True)
     empty_snapshot_file(rs, tmp)
-    out = duckdb.connect(str(tmp))
+    out = writer_connect(tmp)
     try:
         p = plan(target, rs, out, stats)
         rows = p.rows
@@ -305,7 +304,7 @@ def _fill(need: list[FileRow], target: BuildTarget, contents: dict[str, bytes], 
         absorb(extract_job(None, (blob, lang, tuple(paths_of[(blob, lang)]), timeout, cap), contents[blob]))
     remote: list[Job] = [(b, lang, tuple(paths_of[(b, lang)]), timeout, cap) for b, lang in todo
                          if b not in contents]
-    extract_all(target.repo, remote, default_workers(jobs), pool_context, absorb, report)
+    extract_all(target.repo, remote, default_workers(jobs), pool_context, absorb, report, writer.add_tables)
 
     for r in need:
         r.status, r.reason, r.content_hash, r.size = results[(r.entry.blob_id, r.language or "")]

@@ -22,7 +22,17 @@ from citegraph.graph.schema import (
 )
 from citegraph.graph.store import RepoStore
 
-FLUSH_ROWS = 200_000
+FLUSH_ROWS = 100_000  # rows buffered before one insert: bounds the builder's memory
+# The build's DuckDB connection: a memory limit (DuckDB writes finished blocks to the file
+# and evicts them; sorts and index builds spill to ``temp_directory``), so the builder's
+# memory is bounded by a constant, not by the repository (SPEC §3).
+BUILD_MEMORY_LIMIT = "384MB"
+
+
+def connect(path: Path) -> duckdb.DuckDBPyConnection:
+    """The connection a build writes its snapshot (and the facts cache) through."""
+    spill = path.parent / "spill"  # one builder per repository (the build lock); DuckDB empties it
+    return duckdb.connect(str(path), config={"memory_limit": BUILD_MEMORY_LIMIT, "temp_directory": str(spill)})
 
 
 def sql_str(path: Path) -> str:
@@ -60,6 +70,16 @@ class SnapshotWriter:
         self.syms = empty_columns(SYMBOL_COLUMNS)
         self.edges = empty_columns(EDGE_COLUMNS)
         self.damage = empty_columns(DAMAGE_COLUMNS)
+        self.tables: dict[str, list[pa.Table]] = {}  # Arrow rows from the extraction workers
+        self.table_rows = 0
+
+    def add_tables(self, tables: dict[str, pa.Table]) -> None:
+        """Rows that come as Arrow tables (typed by the table specs): no work per row here."""
+        for name, t in tables.items():
+            self.tables.setdefault(name, []).append(t)
+            self.table_rows += t.num_rows
+        if self.table_rows + len(self.syms["handle"]) + len(self.edges["path"]) >= self.flush_rows:
+            self.flush()
 
     def add(self, syms: Columns, edges: Columns, damage: Columns | None = None) -> None:
         for c in SYMBOL_COLUMNS:
@@ -76,7 +96,19 @@ class SnapshotWriter:
         self.bulk("symbols", self.syms)
         self.bulk("edges", self.edges)
         self.bulk("damage", self.damage)
+        for name, parts in self.tables.items():
+            self._insert(name, pa.concat_tables(parts))
         self._reset()
+
+    def _insert(self, table: str, arrow: pa.Table) -> None:
+        if not arrow.num_rows:
+            return
+        self.con.register("_bulk_src", arrow)
+        try:
+            self.con.execute(f"INSERT INTO {table} ({', '.join(arrow.column_names)}) SELECT * FROM _bulk_src")
+        finally:
+            self.con.unregister("_bulk_src")
+        self.stats.rows_written[table] += arrow.num_rows
 
     def bulk(self, table: str, columns: dict[str, list]) -> None:
         """Arrow bulk insert (never executemany), typed by the table's column spec."""
@@ -84,13 +116,7 @@ class SnapshotWriter:
         if not first:
             return
         spec = TABLES[table].arrow_schema
-        arrow = pa.table(columns, schema=pa.schema([spec.field(c) for c in columns]))
-        self.con.register("_bulk_src", arrow)
-        try:
-            self.con.execute(f"INSERT INTO {table} ({', '.join(columns)}) SELECT * FROM _bulk_src")
-        finally:
-            self.con.unregister("_bulk_src")
-        self.stats.rows_written[table] += len(first)
+        self._insert(table, pa.table(columns, schema=pa.schema([spec.field(c) for c in columns])))
 
     def copy(self, table: str, sql: str) -> None:
         """``INSERT INTO table`` + ``sql`` (a SELECT over attached databases), counted."""
