@@ -70,6 +70,42 @@ def plan(target: BuildTarget, rs: RepoStore, out: duckdb.DuckDBPyConnection, sta
     return found
 
 
+LOOKUP_IN_LIST = 256  # up to this many paths: an IN list (row groups pruned by path)
+
+
+def base_file_rows(out: duckdb.DuckDBPyConnection, paths: list[str]) -> dict[str, tuple]:
+    """The base's file rows at ``paths``. A full snapshot's files are written in path order,
+    so an IN list of a few paths reads only the row groups whose path range holds them;
+    a long list is joined."""
+    sql = "SELECT path, blob_id, language, status, reason, mode, dirty FROM base.files f "
+    if not paths:
+        return {}
+    if len(paths) <= LOOKUP_IN_LIST:
+        rows = out.execute(sql + f"WHERE path IN ({', '.join('?' * len(paths))})", paths).fetchall()
+    else:
+        out.register("_changed", pa.table({"path": paths}))
+        try:
+            rows = out.execute(sql + "SEMI JOIN _changed c ON f.path = c.path").fetchall()
+        finally:
+            out.unregister("_changed")
+    return {r[0]: r for r in rows}
+
+
+def base_symbol_count(out: duckdb.DuckDBPyConnection, paths: list[str]) -> int:
+    """How many of the base's symbols lie at ``paths`` (the ones a delta hides)."""
+    if not paths:
+        return 0
+    if len(paths) <= LOOKUP_IN_LIST:
+        return out.execute(f"SELECT count(*) FROM base.symbols WHERE path IN ({', '.join('?' * len(paths))})",
+                           paths).fetchall()[0][0]
+    out.register("_hidden", pa.table({"path": paths}))
+    try:
+        return out.execute("SELECT count(*) FROM base.symbols s SEMI JOIN _hidden h ON s.path = h.path"
+                           ).fetchall()[0][0]
+    finally:
+        out.unregister("_hidden")
+
+
 def delta_plan(target: BuildTarget, rs: RepoStore, base: dict[str, Any], out: duckdb.DuckDBPyConnection,
                stats: BuildStats) -> Plan | None:
     """Rows that differ from ``base``: a tree diff plus both dirty sets; None when a full
@@ -87,14 +123,10 @@ def delta_plan(target: BuildTarget, rs: RepoStore, base: dict[str, Any], out: du
         changed.add(stored_path(d.new_file.path))
     try:
         out.execute(f"ATTACH {sql_str(rs.snapshot_path(base['snapshot_id']))} AS base (READ_ONLY)")
-        # Dirty rows, and transient skips (a blob missing then, a parse that timed out),
-        # are redone as a clean build would; read through they would go stale.
-        base_redo = [r[0] for r in out.execute(
-            "SELECT path FROM base.files WHERE dirty OR reason IN ('parse-timeout', 'missing-blob') "
-            # A full overlay lists the commit paths its worktree had deleted: they are
-            # missing from its rows, and a clean build of the next state may hold them.
-            "UNION SELECT path FROM base.overrides"
-        ).fetchall()]
+        # The base lists what a delta over it must redo (dirty rows, transient skips, paths
+        # its worktree deleted: snapshot_builder.full_redo_paths) — a short list, not a
+        # scan of its rows.
+        base_redo = [r[0] for r in out.execute("SELECT path FROM base.overrides").fetchall()]
     except duckdb.Error:
         return None  # a damaged base (corrupt or foreign file): build in full
     changed.update(base_redo)
@@ -102,11 +134,7 @@ def delta_plan(target: BuildTarget, rs: RepoStore, base: dict[str, Any], out: du
         changed.update(p for p, _ in target.state.dirty_paths)
     if len(changed) > max(DELTA_MIN_FILES, DELTA_MAX_FRACTION * int(base.get("files", 0))):
         return None
-    out.register("_changed", pa.table({"path": sorted(changed)}))
-    base_rows = {r[0]: r for r in out.execute(
-        "SELECT path, blob_id, language, status, reason, mode, dirty FROM base.files f "
-        "SEMI JOIN _changed c ON f.path = c.path").fetchall()}
-    out.unregister("_changed")
+    base_rows = base_file_rows(out, sorted(changed))
     stats.base_rows_read += len(base_rows)
     dirty, contents = dirty_entries(target, changed)
     rows: list[FileRow] = []

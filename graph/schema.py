@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SNAPSHOT_SCHEMA_VERSION = 4  # 3: escaped (stored) paths, not-regular rows; 4: damage regions
+SNAPSHOT_SCHEMA_VERSION = 5  # 3: escaped (stored) paths, not-regular rows; 4: damage regions;
+# 5: a full snapshot's overrides list every path a delta over it must redo; deltas are Parquet
 FACTS_SCHEMA_VERSION = 3  # 3: damage regions
 
 

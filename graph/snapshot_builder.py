@@ -38,7 +38,7 @@ from citegraph.graph.build_publish import (
     tmp_path,
 )
 from citegraph.graph.build_target import BuildTarget, resolve_target, snapshot_id_for
-from citegraph.graph.delta_plan import Plan, plan
+from citegraph.graph.delta_plan import Plan, base_symbol_count, plan
 from citegraph.graph.extract_pool import Extracted, Job, default_workers, extract_all, extract_job
 from citegraph.graph.identity import note_clone
 from citegraph.graph.schema import SNAPSHOT_INDEXES, SNAPSHOT_SCHEMA_VERSION
@@ -193,15 +193,16 @@ def _write_tables(target: BuildTarget, p: Plan, writer: SnapshotWriter) -> dict[
     id and coverage: the base's minus the rows hidden plus the delta's own)."""
     out, rows = writer.con, p.rows
     writer.bulk("files", inv.file_columns(rows))
-    if p.overrides:
-        writer.bulk("overrides", {"path": p.overrides})
-    elif p.base is None and target.dirty:
-        # A full overlay: record the paths of its commit that the worktree deleted, so
-        # that a delta built over it redoes them (readers of a full snapshot ignore this).
-        assert target.state is not None
-        deleted = sorted(path for path, blob in target.state.dirty_paths if blob is None)
-        if deleted:
-            writer.bulk("overrides", {"path": deleted})
+    if p.base is not None:
+        if p.overrides:
+            writer.bulk("overrides", {"path": p.overrides})
+    else:
+        # A full snapshot lists the paths a delta built over it must redo (readers of a
+        # full snapshot ignore its overrides): so planning a delta reads this short list,
+        # never every row of the base.
+        redo = full_redo_paths(target, rows)
+        if redo:
+            writer.bulk("overrides", {"path": redo})
     dirty_blobs = sorted({r.entry.blob_id for r in rows if r.entry.dirty and r.entry.blob_id in p.contents})
     if dirty_blobs:
         writer.bulk("contents", {"blob_id": dirty_blobs, "data": [p.contents[b] for b in dirty_blobs]})
@@ -212,10 +213,7 @@ def _write_tables(target: BuildTarget, p: Plan, writer: SnapshotWriter) -> dict[
         b = p.base
         hidden_sum = sum(inv.row_digest(*h) for h in p.base_rows)
         total = (int(b["content_sum"], 16) - hidden_sum + own_sum) % inv.MOD
-        hidden_syms = 0
-        if p.overrides:
-            hidden_syms = out.execute("SELECT count(*) FROM base.symbols s SEMI JOIN overrides o "
-                                      "ON s.path = o.path").fetchall()[0][0]
+        hidden_syms = base_symbol_count(out, [h[0] for h in p.base_rows])
         n_symbols = int(b.get("symbols", 0)) - hidden_syms + own_symbols
         n_files = int(b.get("files", 0)) - len(p.base_rows) + len(rows)
         coverage = inv.merge_coverage(coverage_summary.join(b.get("coverage"), b.get("coverage_causes")),
@@ -247,6 +245,17 @@ def _write_tables(target: BuildTarget, p: Plan, writer: SnapshotWriter) -> dict[
     return summary
 
 
+def full_redo_paths(target: BuildTarget, rows: list[FileRow]) -> list[str]:
+    """What a delta over this full snapshot redoes whatever its diff says: dirty rows and
+    transient skips (a blob missing then, a parse that timed out — read through they would
+    go stale), and the commit paths its worktree deleted (missing from its rows, and a
+    clean build of the next state may hold them)."""
+    redo = {r.entry.path for r in rows if r.entry.dirty or r.reason in TRANSIENT_REASONS}
+    if target.state is not None and target.dirty:
+        redo.update(path for path, blob in target.state.dirty_paths if blob is None)
+    return sorted(redo)
+
+
 def _fill(need: list[FileRow], target: BuildTarget, contents: dict[str, bytes], writer: SnapshotWriter,
           stats: BuildStats, progress: ProgressFn | None, jobs: int | None, total: int,
           pool_context: str = "fork") -> list[tuple[str, str, str]]:
@@ -260,7 +269,9 @@ def _fill(need: list[FileRow], target: BuildTarget, contents: dict[str, bytes], 
     paths_of: dict[tuple[str, str], list[str]] = {}
     for r in need:
         paths_of.setdefault((r.entry.blob_id, r.language or ""), []).append(r.entry.path)
-    keys = sorted(paths_of)
+    # In path order: a full snapshot's rows then lie clustered by path, so a lookup by path
+    # (a delta's hidden base rows, a reader's file) skips the other row groups.
+    keys = sorted(paths_of, key=lambda k: (paths_of[k][0], k))
     results: dict[tuple[str, str], tuple[str, str | None, str | None, int | None]] = {}
 
     # 1. The facts cache: rows copied by SQL at the same path, re-homed at another path.
