@@ -15,7 +15,7 @@ import pyarrow as pa
 
 SNAPSHOT_SCHEMA_VERSION = 5  # 3: escaped (stored) paths, not-regular rows; 4: damage regions;
 # 5: a full snapshot's overrides list every path a delta over it must redo; deltas are Parquet
-FACTS_SCHEMA_VERSION = 3  # 3: damage regions
+FACTS_SCHEMA_VERSION = 4  # 3: damage regions; 4: rows may stay in a full snapshot (source)
 
 
 @dataclass(frozen=True)
@@ -97,9 +97,12 @@ CREATE INDEX damage_path ON damage(path);
 
 # The facts cache holds, per (blob, language), the file facts and the snapshot rows as
 # first built at ``origin_path`` (handles are path-dependent: re-homed on reuse elsewhere).
+# ``source``: the full snapshot whose own tables hold those rows (a cold build writes its
+# rows once, into the snapshot); NULL when the rows are in the cache's ``blob_*`` tables.
 BLOB_FILES = Table("blob_files", (
     _c("blob_id", "VARCHAR", False), _c("language", "VARCHAR", False), _c("status", "VARCHAR", False),
-    _c("reason", "VARCHAR"), _c("content_hash", "VARCHAR"), _c("size", "BIGINT"), _c("origin_path", "VARCHAR")))
+    _c("reason", "VARCHAR"), _c("content_hash", "VARCHAR"), _c("size", "BIGINT"), _c("origin_path", "VARCHAR"),
+    _c("source", "VARCHAR")))
 FACTS_ROW_TABLES = {"blob_symbols": SYMBOLS, "blob_edges": EDGES, "blob_damage": DAMAGE}
 FACTS_DDL = "\n".join([META.ddl(if_not_exists=True), BLOB_FILES.ddl(if_not_exists=True),
                        *(t.ddl(name, if_not_exists=True) for name, t in FACTS_ROW_TABLES.items())]) + "\n"

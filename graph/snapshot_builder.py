@@ -176,7 +176,7 @@ def _assemble(target: BuildTarget, rs: RepoStore, stats: BuildStats, progress: P
         writer.flush()
         checkpoint("write", stats, hooks)
         summary = _write_tables(target, p, writer)
-        facts_cache.remember(out, new_keys)
+        facts_cache.remember(out, new_keys, source=None if p.base else target.snapshot_id)
         if p.base:
             out.execute("DETACH base")
         facts_cache.detach(out)
