@@ -173,7 +173,7 @@ def _assemble(target: BuildTarget, rs: RepoStore, stats: BuildStats, progress: P
         writer = SnapshotWriter(out, stats)
         checkpoint("extract", stats, hooks)
         new_keys = _fill(need, target, p.contents, writer, stats, progress, jobs, len(rows), pool_context)
-        writer.flush()
+        writer.finish_rows()
         checkpoint("write", stats, hooks)
         summary = _write_tables(target, p, writer)
         facts_cache.remember(out, new_keys, source=None if p.base else target.snapshot_id)

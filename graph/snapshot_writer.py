@@ -22,7 +22,7 @@ from citegraph.graph.schema import (
 )
 from citegraph.graph.store import RepoStore
 
-FLUSH_ROWS = 100_000  # rows buffered before one insert: bounds the builder's memory
+FLUSH_ROWS = 250_000  # rows buffered before one insert: bounds the builder's memory
 # The build's DuckDB connection: a memory limit (DuckDB writes finished blocks to the file
 # and evicts them; sorts and index builds spill to ``temp_directory``), so the builder's
 # memory is bounded by a constant, not by the repository (SPEC §3).
@@ -30,9 +30,12 @@ BUILD_MEMORY_LIMIT = "384MB"
 
 
 def connect(path: Path) -> duckdb.DuckDBPyConnection:
-    """The connection a build writes its snapshot (and the facts cache) through."""
+    """The connection a build writes its snapshot (and the facts cache) through: one DuckDB
+    thread while the extraction workers hold the cores (``SnapshotWriter.finish_rows``
+    gives it all of them for the indexes and the checkpoint)."""
     spill = path.parent / "spill"  # one builder per repository (the build lock); DuckDB empties it
-    return duckdb.connect(str(path), config={"memory_limit": BUILD_MEMORY_LIMIT, "temp_directory": str(spill)})
+    return duckdb.connect(str(path), config={"memory_limit": BUILD_MEMORY_LIMIT, "temp_directory": str(spill),
+                                             "threads": 1})
 
 
 def sql_str(path: Path) -> str:
@@ -82,6 +85,8 @@ class SnapshotWriter:
             self.flush()
 
     def add(self, syms: Columns, edges: Columns, damage: Columns | None = None) -> None:
+        if not syms["handle"] and not edges["path"] and not (damage and damage["path"]):
+            return  # nothing (a file without symbols, or rows that came as Arrow tables)
         for c in SYMBOL_COLUMNS:
             self.syms[c].extend(syms[c])
         for c in EDGE_COLUMNS:
@@ -99,6 +104,11 @@ class SnapshotWriter:
         for name, parts in self.tables.items():
             self._insert(name, pa.concat_tables(parts))
         self._reset()
+
+    def finish_rows(self) -> None:
+        """The last rows of the extraction are in; the cores are free again for DuckDB."""
+        self.flush()
+        self.con.execute(f"SET threads = {max(1, os.cpu_count() or 1)}")
 
     def _insert(self, table: str, arrow: pa.Table) -> None:
         if not arrow.num_rows:
