@@ -77,19 +77,23 @@ def _collect_repo(home: Home, rs: RepoStore, pins: set[str], keep_last: int, dry
         sid = e["snapshot_id"]
         if e["state"] == "ready" and sid not in keep:
             if not dry_run:
-                rs.snapshot_path(sid).unlink(missing_ok=True)
+                for f in rs.snapshot_files(sid):
+                    f.unlink(missing_ok=True)
                 e["state"] = "retired"
                 rs.write_entry(e)
             retired.append(sid)
         elif e["state"] == "failed":
             # A failed build, or a snapshot found damaged: its file (if any) goes too.
             if not dry_run:
-                rs.snapshot_path(sid).unlink(missing_ok=True)
+                for f in rs.snapshot_files(sid):
+                    f.unlink(missing_ok=True)
                 rs.catalog_path(sid).unlink(missing_ok=True)
             retired.append(sid)
         elif e["state"] == "ready":
             kept.append(sid)
-    for tmp in (rs.root / "tmp").glob("*.duckdb*") if (rs.root / "tmp").exists() else []:
+    tmp_dir = rs.root / "tmp"
+    leftovers = [*tmp_dir.glob("*.duckdb*"), *tmp_dir.glob("*.parquet")] if tmp_dir.exists() else []
+    for tmp in leftovers:
         if tmp.name.startswith("empty-v"):
             continue  # the schema template of new snapshot files
         pid = _pid_of_tmp(tmp)

@@ -104,11 +104,11 @@ def test_kill_9_at_any_stage_leaves_ready_snapshots_intact(stage, repo, home, ru
     killed = rs.entry(killed_id)
     if stage == "published":
         assert killed["state"] == "ready"
-        assert rs.snapshot_path(killed_id).exists()
+        assert rs.snapshot_files(killed_id)
     else:
         assert killed["state"] != "ready"
         assert killed["state"] == "failed"
-        assert not rs.snapshot_path(killed_id).exists()
+        assert not rs.snapshot_files(killed_id)
 
     st = run_cli("status", "--json", str(repo.root))
     assert st.returncode == 0, st.stderr

@@ -100,20 +100,25 @@ def test_one_file_commit_costs_one_file(big, monkeypatch):
     meta = written.pop("meta")
     assert written == {"files": 1, "overrides": 1, "symbols": symbols, "edges": edges}
     assert meta <= 12
-    own = own_rows(rs, res.snapshot_id)
+    entry = rs.entry(res.snapshot_id)
+    own = own_rows(rs, entry)
     for table in ("files", "symbols", "edges", "overrides"):
         assert own[table] and {r[0] for r in own[table]} == {CHANGED}, table
     assert own["damage"] == [] and own["contents"] == []
+    # ... in a container of kilobytes (target: 256 KiB; an empty DuckDB file is 268 KiB).
+    assert entry["bytes"] == rs.published_path(entry).stat().st_size <= 32 * 1024
 
 
-def own_rows(rs, snapshot_id: str) -> dict[str, list[tuple]]:
-    """The rows a delta holds itself (not those read through from its base): each table's
-    path column (the first one of files/symbols/edges/overrides/damage)."""
+def own_rows(rs, entry: dict) -> dict[str, list[tuple]]:
+    """The rows a delta holds itself (not those read through from its base), read straight
+    from its published file: each table's path column (blob id for contents)."""
+    assert entry["container"] == "parquet"
     con = duckdb.connect(":memory:")
     try:
-        con.execute(f"ATTACH '{rs.snapshot_path(snapshot_id)}' AS d (READ_ONLY)")
-        return {t: con.execute(f"SELECT path FROM d.{t}" if t != "contents" else "SELECT blob_id FROM d.contents")
-                .fetchall() for t in ("files", "symbols", "edges", "overrides", "damage", "contents")}
+        f = str(rs.published_path(entry))
+        return {t: con.execute(f"SELECT {'blob_id' if t == 'contents' else 'path'} FROM read_parquet(?) "
+                               "WHERE tbl = ?", [f, t]).fetchall()
+                for t in ("files", "symbols", "edges", "overrides", "damage", "contents")}
     finally:
         con.close()
 
