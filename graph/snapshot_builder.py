@@ -249,6 +249,7 @@ def _write_tables(target: BuildTarget, p: Plan, writer: SnapshotWriter, index: b
     summary["coverage"], summary["coverage_causes"] = coverage_summary.split(coverage)
     if p.base:
         summary["base"] = p.base["snapshot_id"]
+        summary["delta_paths"] = len(p.overrides)  # how far from its base (compaction.due)
     return summary
 
 
@@ -259,7 +260,8 @@ def full_redo_paths(target: BuildTarget, rows: list[FileRow]) -> list[str]:
     clean build of the next state may hold them)."""
     redo = {r.entry.path for r in rows if r.entry.dirty or r.reason in TRANSIENT_REASONS}
     if target.state is not None and target.dirty:
-        redo.update(path for path, blob in target.state.dirty_paths if blob is None)
+        deleted = [path for path, blob in target.state.dirty_paths if blob is None]
+        redo.update(inv.in_tree(target.repo, target.commit, deleted))
     return sorted(redo)
 
 

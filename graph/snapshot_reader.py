@@ -182,7 +182,7 @@ def _open_own(con: duckdb.DuckDBPyConnection, rs: RepoStore, entry: dict[str, An
             aliases.append(alias)
             _attach(con, alias, path, snapshot_id, wait_s)
             return lambda t: f"{alias}.{t}"
-        tables = _read_parquet(path, snapshot_id)
+        tables = read_parquet_tables(path, snapshot_id)
         for t, arrow in tables.items():
             con.register(f"{alias}_{t}", arrow)
         _check_meta(con, f"{alias}_meta", path, snapshot_id)
@@ -192,7 +192,7 @@ def _open_own(con: duckdb.DuckDBPyConnection, rs: RepoStore, entry: dict[str, An
         raise
 
 
-def _read_parquet(path: Path, snapshot_id: str) -> dict[str, pa.Table]:
+def read_parquet_tables(path: Path, snapshot_id: str) -> dict[str, pa.Table]:
     """The tables of a Parquet delta (graph/schema.py: a ``tbl`` column, the union of
     every table's columns), each typed by its column spec."""
     try:

@@ -56,7 +56,7 @@ _ENTRY_TYPES: dict[str, tuple[type, ...]] = {
     "config": (str,), "schema_version": (int,), "files": (int,), "symbols": (int,), "bytes": (int,),
     "content_id": (str,), "content_sum": (str,), "layout": (str,), "base": (str,), "pid": (int,), "pid_start": (str,),
     "created_at": (int, float), "published_at": (int, float), "inventory_complete": (bool,),
-    "coverage": (dict,), "reason": (str,), "dirty_fingerprint": (str,), "container": (str,),
+    "coverage": (dict,), "reason": (str,), "dirty_fingerprint": (str,), "container": (str,), "delta_paths": (int,), "compacted_from": (str,),
 }
 
 

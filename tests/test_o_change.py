@@ -17,6 +17,8 @@ from gitutil import GIT_ENV
 
 import citegraph.graph.extract_pool as ep
 import citegraph.indexer.blob_facts as bf
+from citegraph.graph import compaction
+from citegraph.graph.retention import collect
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.graph.store import Home
@@ -130,3 +132,32 @@ class Counter:
     def __call__(self, *a, **k):
         self.n += 1
         return self.fn(*a, **k)
+
+
+def test_a_grown_delta_is_compacted_and_the_next_commit_costs_one_file(repo, home, monkeypatch):
+    """Deltas over one base grow with the distance from it; once the newest holds
+    COMPACT_MIN_PATHS paths, gc compacts it into a new base, and the next one-file commit
+    layers over that: one parse, one file row, one override."""
+    monkeypatch.setattr(compaction, "COMPACT_MIN_PATHS", 3)
+    for name in "abcde":
+        repo.write(f"{name}.py", f"def {name}():\n    return 1\n")
+    repo.commit("c1")
+    build_snapshot(repo.root, home, jobs=1)
+    for name in "abc":
+        repo.write(f"{name}.py", f"def {name}():\n    return 2\n")
+    repo.commit("c2")
+    s2 = build_snapshot(repo.root, home, jobs=1)
+    rs = home.repo(s2.repository_id)
+    grown = rs.entry(s2.snapshot_id)
+    assert grown["layout"] == "delta" and grown["delta_paths"] == 3
+    assert compaction.newest_due(rs) == s2.snapshot_id
+    collect(home)
+    full = rs.entry(s2.snapshot_id)
+    assert full["layout"] == "full" and "base" not in full and full["content_id"] == grown["content_id"]
+    repo.write("d.py", "def d():\n    return 3\n")
+    repo.commit("c3")
+    s3 = build_snapshot(repo.root, home, jobs=1)
+    top = rs.entry(s3.snapshot_id)
+    assert top["base"] == s2.snapshot_id and top["delta_paths"] == 1
+    assert s3.stats.parses == 1 and s3.stats.rows_written["files"] == 1
+    assert compaction.newest_due(rs) is None
