@@ -438,7 +438,8 @@ class Bench:
 
         rs = Home.open(self.home).repo(res["repository_id"])
         entry = rs.entry(res["snapshot_id"]) or {}
-        return rs.snapshot_path(res["snapshot_id"]), str(entry.get("layout", "?"))
+        layout = str(entry.get("layout", "?")) + ("-parquet" if entry.get("container") == "parquet" else "")
+        return rs.published_path(entry) if entry else rs.snapshot_path(res["snapshot_id"]), layout
 
     def record_size(self, key: str, res: dict[str, Any]) -> None:
         path, layout = self.snapshot_file(res)
