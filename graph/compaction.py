@@ -62,11 +62,12 @@ def due(entry: dict[str, Any], min_paths: int | None = None, min_bytes: int | No
 
 
 def newest_due(rs: RepoStore, min_paths: int | None = None, min_bytes: int | None = None) -> str | None:
-    """The most recently published ready delta, when it is due for compaction."""
-    ready = [e for e in rs.entries() if e["state"] == "ready"]
-    if not ready:
+    """The most recently built ready delta, when it is due for compaction (built: a
+    compaction moves ``published_at``, not ``created_at``)."""
+    deltas = [e for e in rs.entries() if e["state"] == "ready" and e.get("layout") == "delta"]
+    if not deltas:
         return None
-    newest = max(ready, key=lambda e: e.get("published_at", 0))
+    newest = max(deltas, key=lambda e: (e.get("created_at", 0), e.get("published_at", 0)))
     return newest["snapshot_id"] if due(newest, min_paths, min_bytes) else None
 
 

@@ -289,15 +289,21 @@ class Service:
                 return
 
             def run() -> None:
-                t0 = time.monotonic()
-                try:
-                    done = compaction.compact(rs, snapshot_id, repo_path=root)
-                except Exception as exc:  # noqa: BLE001 - an optimisation: the delta stays usable
-                    self.log("compact", f"compaction of {snapshot_id} skipped: {exc}", error=str(exc))
-                    return
-                if done:
-                    self.log("compact", f"compacted {snapshot_id} into a full snapshot seconds="
-                             f"{time.monotonic() - t0:.3f} repo={root}", snapshot_id=snapshot_id)
+                # Then whatever became due meanwhile (a delta published during this one).
+                sid: str | None = snapshot_id
+                seen: set[str] = set()
+                while sid is not None and sid not in seen and not self.stop.is_set():
+                    seen.add(sid)
+                    t0 = time.monotonic()
+                    try:
+                        done = compaction.compact(rs, sid, repo_path=root)
+                    except Exception as exc:  # noqa: BLE001 - an optimisation: the delta stays usable
+                        self.log("compact", f"compaction of {sid} skipped: {exc}", error=str(exc))
+                        return
+                    if done:
+                        self.log("compact", f"compacted {sid} into a full snapshot seconds="
+                                 f"{time.monotonic() - t0:.3f} repo={root}", snapshot_id=sid)
+                    sid = compaction.newest_due(rs)
 
             t = threading.Thread(target=run, name=f"citegraph-compact-{repository_id[:8]}", daemon=True)
             self._compacting[repository_id] = t
