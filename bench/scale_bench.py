@@ -669,7 +669,7 @@ class Bench:
         facts = list(self.home.glob("repos/*/facts.duckdb"))
         out["facts_bytes"] = sum(f.stat().st_size for f in facts)
         out["home_bytes"] = sum(p.stat().st_size for p in self.home.rglob("*") if p.is_file())
-        out["snapshots"] = len(list(self.home.glob("repos/*/snapshots/*.duckdb")))
+        out["snapshots"] = len([*self.home.glob("repos/*/snapshots/*.duckdb"), *self.home.glob("repos/*/snapshots/*.parquet")])
         self.figures["storage"] = out
 
     def ctags(self) -> None:
