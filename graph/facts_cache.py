@@ -106,15 +106,15 @@ def copy_rehomed(writer: SnapshotWriter, blob: str, origin: str | None, path: st
 
 
 def remember(out: duckdb.DuckDBPyConnection, new_keys: list[tuple[str, str, str]]) -> None:
-    """Copy the facts extracted by this build (keys: blob, language, origin path) from the
-    snapshot under construction into the cache, inside DuckDB (no Python rows)."""
+    """Copy the facts extracted by this build (keys: blob, language, origin path — none of
+    them in the cache: ``lookup`` missed them) from the snapshot under construction into
+    the cache, inside DuckDB (no Python rows)."""
     if not new_keys:
         return
     out.register("_new", pa.table({"blob_id": [k[0] for k in new_keys], "language": [k[1] for k in new_keys],
                                    "path": [k[2] for k in new_keys]}))
     try:
-        out.execute("DELETE FROM facts.blob_files f USING _new n WHERE f.blob_id = n.blob_id "
-                    "AND f.language = n.language")
+        # No DELETE first: a key extracted now is one ``lookup`` did not find.
         out.execute("INSERT INTO facts.blob_files SELECT f.blob_id, n.language, f.status, f.reason, "
                     "f.content_hash, f.size, f.path FROM files f JOIN _new n ON f.path = n.path AND "
                     "f.blob_id = n.blob_id")
