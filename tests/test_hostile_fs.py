@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from citegraph.graph.schema import TABLES
@@ -358,14 +360,10 @@ def test_damaged_parquet_delta_heals(delta, home, run_cli, damage):
     elif damage == "same-size-garbage":  # only opening the file can tell
         path.write_bytes(b"PAR1" + b"\x00garbage" * ((size - 8) // 8) + b"\x00" * ((size - 8) % 8) + b"PAR1")
         assert path.stat().st_size == size
-    else:  # a valid Parquet delta of another snapshot, padded to the size published
-        import pyarrow.parquet as pq
-
+    else:  # a valid Parquet delta of another snapshot (the catalog told its size)
         table = pq.read_table(path)
         meta_rows = [r if r["key"] != "snapshot_id" else {**r, "value": "cgsnap_" + "0" * 32}
                      for r in table.to_pylist()]
-        import pyarrow as pa
-
         pq.write_table(pa.Table.from_pylist(meta_rows, schema=table.schema), path)
         entry = json.loads(rs.catalog_path(top).read_text())
         entry["bytes"] = path.stat().st_size
