@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import blake3
+import pygit2
 
 from citegraph.graph import coverage_summary
 from citegraph.graph.build_target import BuildTarget
@@ -143,3 +144,18 @@ def merge_coverage(base: dict[str, dict[str, Any]], hidden: list[tuple], own: di
     """The base's coverage minus the hidden base rows ``(path, blob, language, status,
     reason, …)`` plus the delta's own."""
     return coverage_summary.merge(base, [(h[2], h[3], h[4]) for h in hidden], own)
+
+
+def in_tree(repo: pygit2.Repository, commit: str, paths: list[str]) -> list[str]:
+    """Those of ``paths`` the commit's tree holds (a lookup each, no listing)."""
+    if not paths:
+        return []
+    tree = repo[commit].peel(pygit2.Tree)
+    found = []
+    for path in paths:
+        try:
+            tree[fs_path(path)]
+        except KeyError:
+            continue
+        found.append(path)
+    return found

@@ -62,13 +62,13 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def publish_file(rs: RepoStore, tmp: Path, snapshot_id: str) -> int:
-    """fsync the built file, rename it into ``snapshots/``, fsync the directory; its size."""
+def publish_file(tmp: Path, dest: Path) -> int:
+    """fsync the built file, rename it to ``dest`` in ``snapshots/``, fsync the directory;
+    its size (recorded in the catalog: a reader checks it)."""
     with open(tmp, "rb") as f:
         os.fsync(f.fileno())
-    dest = rs.snapshot_path(snapshot_id)
     os.replace(tmp, dest)
-    fsync_dir(rs.root / "snapshots")
+    fsync_dir(dest.parent)
     return os.stat(dest).st_size
 
 

@@ -154,6 +154,8 @@ def delta_plan(target: BuildTarget, rs: RepoStore, base: dict[str, Any], out: du
                 and b[4] not in TRANSIENT_REASONS:
             continue  # identical to the base: read through
         if entry is None and b is None:
+            if path in dirty:  # deleted in the worktree: listed (hides nothing) so that a
+                overrides.append(path)  # compaction of this delta knows it (compaction.py)
             continue
         overrides.append(path)
         if entry is not None:

@@ -74,19 +74,20 @@ def _attach_sources(out: duckdb.DuckDBPyConnection, rs: RepoStore) -> None:
     sources = [r[0] for r in out.execute("SELECT DISTINCT source FROM facts.blob_files "
                                          "WHERE source IS NOT NULL ORDER BY 1").fetchall()]
     for i, sid in enumerate(sources):
-        path = rs.snapshot_path(sid)
         entry = rs.entry(sid)
-        if not (entry and entry.get("state") == "ready" and path.exists()):
-            out.execute("DELETE FROM facts.blob_files WHERE source = ?", [sid])
-            continue
-        alias = attached.get(os.path.realpath(path))
-        if alias is None:
+        path = rs.published_path(entry) if entry else rs.snapshot_path(sid)
+        alias = attached.get(os.path.realpath(path)) if path.exists() else None
+        if alias is None and entry and entry.get("state") == "ready" and path.exists():
             alias = f"facts_src{i}"
             try:
                 out.execute(f"ATTACH {sql_str(path)} AS {alias} (READ_ONLY)")
+                _SOURCE_ALIASES.add(alias)
             except duckdb.Error:
-                continue  # unreadable now: its entries are not used by this build
-            _SOURCE_ALIASES.add(alias)
+                alias = None
+        if alias is None or not (entry and entry.get("state") == "ready"):
+            # Gone, not ready, or unreadable: a cache may forget; its blobs are parsed again.
+            out.execute("DELETE FROM facts.blob_files WHERE source = ?", [sid])
+            continue
         usable.append((sid, alias))
     out.register("_src_rows", pa.table({"source": pa.array([u[0] for u in usable], pa.string()),
                                         "alias": pa.array([u[1] for u in usable], pa.string())}))
@@ -182,16 +183,17 @@ def copy_rehomed(writer: SnapshotWriter, blob: str, origin: str | None, path: st
 
 def remember(out: duckdb.DuckDBPyConnection, new_keys: list[tuple[str, str, str]],
              source: str | None = None) -> None:
-    """Record the facts extracted by this build (keys: blob, language, origin path), inside
-    DuckDB (no Python rows): with ``source`` (a full snapshot, whose file keeps the rows)
-    only the file facts, pointing there; else the rows too, copied into the cache."""
+    """Record the facts extracted by this build (keys: blob, language, origin path — none of
+    them in the cache: ``lookup`` missed them), inside DuckDB (no Python rows): with
+    ``source`` (a full snapshot, whose file keeps the rows) only the file facts, pointing
+    there; else the rows too, copied from the snapshot under construction into the cache."""
     if not new_keys:
         return
     out.register("_new", pa.table({"blob_id": [k[0] for k in new_keys], "language": [k[1] for k in new_keys],
                                    "path": [k[2] for k in new_keys]}))
     try:
-        out.execute("DELETE FROM facts.blob_files f USING _new n WHERE f.blob_id = n.blob_id "
-                    "AND f.language = n.language")
+        # No DELETE first: a key extracted now is one ``lookup`` did not find (the entries of
+        # a source this build could not attach were dropped by ``attach``).
         out.execute("INSERT INTO facts.blob_files SELECT f.blob_id, n.language, f.status, f.reason, "
                     "f.content_hash, f.size, f.path, ? FROM files f JOIN _new n ON f.path = n.path AND "
                     "f.blob_id = n.blob_id", [source])

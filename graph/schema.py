@@ -111,3 +111,21 @@ FILE_COLUMNS = FILES.names
 SYMBOL_COLUMNS = SYMBOLS.names
 EDGE_COLUMNS = EDGES.names
 DAMAGE_COLUMNS = DAMAGE.names
+
+# A small delta is one Parquet file holding every table (docs/storage.md): one row per
+# table row, a ``tbl`` column naming its table, and the union of all tables' columns (a
+# column's type is the same in every table that has it, checked here).
+PARQUET_TABLE_COLUMN = "tbl"
+
+
+def _union_columns() -> tuple[Column, ...]:
+    seen: dict[str, Column] = {}
+    for t in SNAPSHOT_TABLES:
+        for c in t.columns:
+            prior = seen.setdefault(c.name, c)
+            if prior.sql_type != c.sql_type:
+                raise TypeError(f"column {c.name} has two types ({prior.sql_type}, {c.sql_type})")
+    return tuple(seen.values())
+
+
+PARQUET_COLUMNS = _union_columns()

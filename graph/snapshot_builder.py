@@ -42,7 +42,7 @@ from citegraph.graph.delta_plan import Plan, base_symbol_count, plan
 from citegraph.graph.extract_pool import Extracted, Job, default_workers, extract_all, extract_job
 from citegraph.graph.identity import note_clone
 from citegraph.graph.schema import SNAPSHOT_INDEXES, SNAPSHOT_SCHEMA_VERSION
-from citegraph.graph.snapshot_writer import SnapshotWriter, empty_snapshot_file
+from citegraph.graph.snapshot_writer import SnapshotWriter, close_snapshot, open_snapshot
 from citegraph.graph.snapshot_writer import connect as writer_connect
 from citegraph.graph.store import Home, RepoStore, process_start
 from citegraph.indexer import gitrepo
@@ -155,15 +155,19 @@ def _result(target: BuildTarget, entry: dict[str, Any], reused: bool, seconds: f
     )
 
 
+PARQUET_MAX_FILES = INDEX_MIN_ROWS  # a delta of at most this many file rows is one Parquet file
+
+
 def _assemble(target: BuildTarget, rs: RepoStore, stats: BuildStats, progress: ProgressFn | None,
               jobs: int | None, pool_context: str, hooks: BuildHooks) -> dict[str, Any]:
     checkpoint("inventory", stats, hooks)
-    tmp = tmp_path(rs, target.snapshot_id)
-    tmp.unlink(missing_ok=True)
-    empty_snapshot_file(rs, tmp)
-    out = writer_connect(tmp)
+    out = writer_connect(rs)
     try:
         p = plan(target, rs, out, stats)
+        container = "parquet" if p.base is not None and len(p.rows) + len(p.overrides) <= PARQUET_MAX_FILES \
+            else "duckdb"
+        tmp = tmp_path(rs, target.snapshot_id, container)
+        open_snapshot(out, rs, tmp, container)
         rows = p.rows
         facts_cache.attach(out, rs)
         inv.classify(rows, target, p.contents)
@@ -175,20 +179,23 @@ def _assemble(target: BuildTarget, rs: RepoStore, stats: BuildStats, progress: P
         new_keys = _fill(need, target, p.contents, writer, stats, progress, jobs, len(rows), pool_context)
         writer.finish_rows()
         checkpoint("write", stats, hooks)
-        summary = _write_tables(target, p, writer)
+        summary = _write_tables(target, p, writer, index=container == "duckdb")
+        # A full snapshot keeps its rows; the cache points there (graph/facts_cache.py).
         facts_cache.remember(out, new_keys, source=None if p.base else target.snapshot_id)
         if p.base:
             out.execute("DETACH base")
         facts_cache.detach(out)
-        out.execute("CHECKPOINT")
+        close_snapshot(out, tmp, container)
     finally:
         out.close()
     checkpoint("publish", stats, hooks)
-    summary["bytes"] = publish_file(rs, tmp, target.snapshot_id)
+    if container == "parquet":
+        summary["container"] = "parquet"
+    summary["bytes"] = publish_file(tmp, rs.published_path({"snapshot_id": target.snapshot_id, **summary}))
     return summary
 
 
-def _write_tables(target: BuildTarget, p: Plan, writer: SnapshotWriter) -> dict[str, Any]:
+def _write_tables(target: BuildTarget, p: Plan, writer: SnapshotWriter, index: bool) -> dict[str, Any]:
     """The files, overrides, contents and meta tables; the catalog summary (counts, content
     id and coverage: the base's minus the rows hidden plus the delta's own)."""
     out, rows = writer.con, p.rows
@@ -221,7 +228,7 @@ def _write_tables(target: BuildTarget, p: Plan, writer: SnapshotWriter) -> dict[
     else:
         total, n_symbols, n_files = own_sum, own_symbols, len(rows)
     content_id = inv.content_id(total)
-    if p.base is None or len(rows) > INDEX_MIN_ROWS:
+    if index and (p.base is None or len(rows) > INDEX_MIN_ROWS):
         out.execute(SNAPSHOT_INDEXES)
     meta = {
         "snapshot_id": target.snapshot_id, "repository_id": target.identity.repository_id,
@@ -242,6 +249,7 @@ def _write_tables(target: BuildTarget, p: Plan, writer: SnapshotWriter) -> dict[
     summary["coverage"], summary["coverage_causes"] = coverage_summary.split(coverage)
     if p.base:
         summary["base"] = p.base["snapshot_id"]
+        summary["delta_paths"] = len(p.overrides)  # how far from its base (compaction.due)
     return summary
 
 
@@ -252,7 +260,8 @@ def full_redo_paths(target: BuildTarget, rows: list[FileRow]) -> list[str]:
     clean build of the next state may hold them)."""
     redo = {r.entry.path for r in rows if r.entry.dirty or r.reason in TRANSIENT_REASONS}
     if target.state is not None and target.dirty:
-        redo.update(path for path, blob in target.state.dirty_paths if blob is None)
+        deleted = [path for path, blob in target.state.dirty_paths if blob is None]
+        redo.update(inv.in_tree(target.repo, target.commit, deleted))
     return sorted(redo)
 
 

@@ -1,5 +1,11 @@
-"""The writer of one snapshot being built: a DuckDB file in ``tmp/`` that rows reach in
-large Arrow batches (never row by row), with every row counted per table."""
+"""The writer of one snapshot being built, and its container.
+
+The build's connection is an in-memory DuckDB; the snapshot under construction is
+attached to it as ``snap`` (and made the default database, so SQL names its tables
+unqualified). A full snapshot or a large delta is a DuckDB file in ``tmp/``; a small delta
+is an in-memory database exported at the end as one Parquet file (docs/storage.md): a
+fresh DuckDB file costs 268 KiB empty, the Parquet file of a one-file delta a few KiB.
+Rows reach the snapshot in large Arrow batches (never row by row), counted per table."""
 
 from __future__ import annotations
 
@@ -15,8 +21,10 @@ from citegraph.graph.fact_rows import Columns, empty_columns
 from citegraph.graph.schema import (
     DAMAGE_COLUMNS,
     EDGE_COLUMNS,
+    PARQUET_TABLE_COLUMN,
     SNAPSHOT_DDL,
     SNAPSHOT_SCHEMA_VERSION,
+    SNAPSHOT_TABLES,
     SYMBOL_COLUMNS,
     TABLES,
 )
@@ -29,13 +37,14 @@ FLUSH_ROWS = 250_000  # rows buffered before one insert: bounds the builder's me
 BUILD_MEMORY_LIMIT = "384MB"
 
 
-def connect(path: Path) -> duckdb.DuckDBPyConnection:
-    """The connection a build writes its snapshot (and the facts cache) through: one DuckDB
-    thread while the extraction workers hold the cores (``SnapshotWriter.finish_rows``
-    gives it all of them for the indexes and the checkpoint)."""
-    spill = path.parent / "spill"  # one builder per repository (the build lock); DuckDB empties it
-    return duckdb.connect(str(path), config={"memory_limit": BUILD_MEMORY_LIMIT, "temp_directory": str(spill),
-                                             "threads": 1})
+def connect(rs: RepoStore) -> duckdb.DuckDBPyConnection:
+    """The (in-memory) connection a build works through, the snapshot under construction
+    and the facts cache attached to it: one DuckDB thread while the extraction workers
+    hold the cores (``SnapshotWriter.finish_rows`` gives it all of them for the indexes and
+    the checkpoint)."""
+    spill = rs.root / "tmp" / "spill"  # one builder per repository (the build lock); DuckDB empties it
+    return duckdb.connect(":memory:", config={"memory_limit": BUILD_MEMORY_LIMIT, "temp_directory": str(spill),
+                                              "threads": 1})
 
 
 def sql_str(path: Path) -> str:
@@ -56,6 +65,34 @@ def empty_snapshot_file(rs: RepoStore, dest: Path) -> None:
             con.close()
         os.replace(staging, template)
     shutil.copyfile(template, dest)
+
+
+CONTAINERS = ("duckdb", "parquet")
+
+
+def open_snapshot(out: duckdb.DuckDBPyConnection, rs: RepoStore, tmp: Path, container: str) -> None:
+    """Attach the snapshot under construction to ``out`` as ``snap`` and use it."""
+    if container == "parquet":
+        out.execute("ATTACH ':memory:' AS snap")
+        out.execute("USE snap")
+        out.execute(SNAPSHOT_DDL)
+        return
+    tmp.unlink(missing_ok=True)
+    empty_snapshot_file(rs, tmp)
+    out.execute(f"ATTACH {sql_str(tmp)} AS snap")
+    out.execute("USE snap")
+
+
+def close_snapshot(out: duckdb.DuckDBPyConnection, tmp: Path, container: str) -> None:
+    """Write the snapshot out to ``tmp`` (checkpoint, or the Parquet export) and detach it."""
+    if container == "parquet":
+        union = " UNION ALL BY NAME ".join(f"SELECT '{t.name}' AS {PARQUET_TABLE_COLUMN}, * FROM snap.{t.name}"
+                                           for t in SNAPSHOT_TABLES)
+        out.execute(f"COPY ({union}) TO {sql_str(tmp)} (FORMAT parquet, COMPRESSION zstd)")
+    else:
+        out.execute("CHECKPOINT snap")
+    out.execute("USE memory")
+    out.execute("DETACH snap")
 
 
 class SnapshotWriter:

@@ -345,7 +345,7 @@ def test_sigint_during_build(repo, home, run_cli, tmp_path):
     (snap,) = status["snapshots"]
     assert snap["state"] == "failed" and snap["commit"] == c1
     rs = home.repo(status["repository_id"])
-    assert not rs.snapshot_path(snap["snapshot_id"]).exists()
+    assert not rs.snapshot_files(snap["snapshot_id"])
     # The interrupted builder cleaned up after itself (no gc needed).
     assert [p.name for p in (rs.root / "tmp").iterdir() if f".{proc.pid}." in p.name] == []
 

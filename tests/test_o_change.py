@@ -17,6 +17,8 @@ from gitutil import GIT_ENV
 
 import citegraph.graph.extract_pool as ep
 import citegraph.indexer.blob_facts as bf
+from citegraph.graph import compaction
+from citegraph.graph.retention import collect
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.graph.store import Home
@@ -100,20 +102,25 @@ def test_one_file_commit_costs_one_file(big, monkeypatch):
     meta = written.pop("meta")
     assert written == {"files": 1, "overrides": 1, "symbols": symbols, "edges": edges}
     assert meta <= 12
-    own = own_rows(rs, res.snapshot_id)
+    entry = rs.entry(res.snapshot_id)
+    own = own_rows(rs, entry)
     for table in ("files", "symbols", "edges", "overrides"):
         assert own[table] and {r[0] for r in own[table]} == {CHANGED}, table
     assert own["damage"] == [] and own["contents"] == []
+    # ... in a container of kilobytes (target: 256 KiB; an empty DuckDB file is 268 KiB).
+    assert entry["bytes"] == rs.published_path(entry).stat().st_size <= 32 * 1024
 
 
-def own_rows(rs, snapshot_id: str) -> dict[str, list[tuple]]:
-    """The rows a delta holds itself (not those read through from its base): each table's
-    path column (the first one of files/symbols/edges/overrides/damage)."""
+def own_rows(rs, entry: dict) -> dict[str, list[tuple]]:
+    """The rows a delta holds itself (not those read through from its base), read straight
+    from its published file: each table's path column (blob id for contents)."""
+    assert entry["container"] == "parquet"
     con = duckdb.connect(":memory:")
     try:
-        con.execute(f"ATTACH '{rs.snapshot_path(snapshot_id)}' AS d (READ_ONLY)")
-        return {t: con.execute(f"SELECT path FROM d.{t}" if t != "contents" else "SELECT blob_id FROM d.contents")
-                .fetchall() for t in ("files", "symbols", "edges", "overrides", "damage", "contents")}
+        f = str(rs.published_path(entry))
+        return {t: con.execute(f"SELECT {'blob_id' if t == 'contents' else 'path'} FROM read_parquet(?) "
+                               "WHERE tbl = ?", [f, t]).fetchall()
+                for t in ("files", "symbols", "edges", "overrides", "damage", "contents")}
     finally:
         con.close()
 
@@ -125,3 +132,32 @@ class Counter:
     def __call__(self, *a, **k):
         self.n += 1
         return self.fn(*a, **k)
+
+
+def test_a_grown_delta_is_compacted_and_the_next_commit_costs_one_file(repo, home, monkeypatch):
+    """Deltas over one base grow with the distance from it; once the newest holds
+    COMPACT_MIN_PATHS paths, gc compacts it into a new base, and the next one-file commit
+    layers over that: one parse, one file row, one override."""
+    monkeypatch.setattr(compaction, "COMPACT_MIN_PATHS", 3)
+    for name in "abcde":
+        repo.write(f"{name}.py", f"def {name}():\n    return 1\n")
+    repo.commit("c1")
+    build_snapshot(repo.root, home, jobs=1)
+    for name in "abc":
+        repo.write(f"{name}.py", f"def {name}():\n    return 2\n")
+    repo.commit("c2")
+    s2 = build_snapshot(repo.root, home, jobs=1)
+    rs = home.repo(s2.repository_id)
+    grown = rs.entry(s2.snapshot_id)
+    assert grown["layout"] == "delta" and grown["delta_paths"] == 3
+    assert compaction.newest_due(rs) == s2.snapshot_id
+    collect(home)
+    full = rs.entry(s2.snapshot_id)
+    assert full["layout"] == "full" and "base" not in full and full["content_id"] == grown["content_id"]
+    repo.write("d.py", "def d():\n    return 3\n")
+    repo.commit("c3")
+    s3 = build_snapshot(repo.root, home, jobs=1)
+    top = rs.entry(s3.snapshot_id)
+    assert top["base"] == s2.snapshot_id and top["delta_paths"] == 1
+    assert s3.stats.parses == 1 and s3.stats.rows_written["files"] == 1
+    assert compaction.newest_due(rs) is None
