@@ -438,7 +438,8 @@ class Bench:
 
         rs = Home.open(self.home).repo(res["repository_id"])
         entry = rs.entry(res["snapshot_id"]) or {}
-        return rs.snapshot_path(res["snapshot_id"]), str(entry.get("layout", "?"))
+        layout = str(entry.get("layout", "?")) + ("-parquet" if entry.get("container") == "parquet" else "")
+        return rs.published_path(entry) if entry else rs.snapshot_path(res["snapshot_id"]), layout
 
     def record_size(self, key: str, res: dict[str, Any]) -> None:
         path, layout = self.snapshot_file(res)
@@ -668,7 +669,7 @@ class Bench:
         facts = list(self.home.glob("repos/*/facts.duckdb"))
         out["facts_bytes"] = sum(f.stat().st_size for f in facts)
         out["home_bytes"] = sum(p.stat().st_size for p in self.home.rglob("*") if p.is_file())
-        out["snapshots"] = len(list(self.home.glob("repos/*/snapshots/*.duckdb")))
+        out["snapshots"] = len([*self.home.glob("repos/*/snapshots/*.duckdb"), *self.home.glob("repos/*/snapshots/*.parquet")])
         self.figures["storage"] = out
 
     def ctags(self) -> None:

@@ -152,9 +152,9 @@ class ExtractorPatch:
                 self.saved.append((mod, "EXTRACTOR_VERSION", mod.EXTRACTOR_VERSION))
                 mod.EXTRACTOR_VERSION = version
         if fragments == "changed":
-            import citegraph.graph.snapshot_builder as sb
+            import citegraph.graph.extract_pool as ep
 
-            original = sb.facts_for_blob
+            original = ep.facts_for_blob
 
             def old_facts(language, data, timeout_s):  # type: ignore[no-untyped-def]
                 info, ff = original(language, data, timeout_s)
@@ -163,8 +163,8 @@ class ExtractorPatch:
                     for s in ff.symbols]
                 return info, ff
 
-            self.saved.append((sb, "facts_for_blob", original))
-            sb.facts_for_blob = old_facts
+            self.saved.append((ep, "facts_for_blob", original))
+            ep.facts_for_blob = old_facts
         elif fragments != "same":
             raise CaseError(f"extractor fragments must be same or changed, not {fragments!r}")
 

@@ -20,24 +20,34 @@ def empty_columns(names: tuple[str, ...]) -> Columns:
 def add_rows(facts: FileFacts, language: str, blob_id: str, path: str, syms: Columns, edges: Columns,
              damage: Columns | None = None) -> None:
     """Append the symbol, edge (and damage) rows of ``facts`` at ``path`` to column buffers."""
-    if damage is not None:
-        for d in facts.damage:
-            vals = (path, d.start_byte, d.end_byte, d.error_line, d.construct, blob_id)
-            for c, v in zip(DAMAGE_COLUMNS, vals, strict=True):
-                damage[c].append(v)
+    # Column by column (one extend per column, not one append per value): this runs for
+    # every symbol and edge of a cold build. The orders are checked against the specs.
+    if damage is not None and facts.damage:
+        ds = facts.damage
+        for c, vals in zip(DAMAGE_COLUMNS, (
+                [path] * len(ds), [d.start_byte for d in ds], [d.end_byte for d in ds],
+                [d.error_line for d in ds], [d.construct for d in ds], [blob_id] * len(ds)), strict=True):
+            damage[c].extend(vals)
     if not facts.symbols and not facts.edges:
         return
-    handles = [symbol_handle(path, language, s.kind, s.qualified_name, s.ordinal) for s in facts.symbols]
-    for s, h in zip(facts.symbols, handles, strict=True):
-        vals = (h, path, language, s.kind, s.name, s.qualified_name, s.ordinal, s.start_byte, s.end_byte,
-                s.start_line, s.end_line, handles[s.parent] if s.parent >= 0 else None, s.fragment_hash,
-                s.body_hash, blob_id)
-        for c, v in zip(SYMBOL_COLUMNS, vals, strict=True):
-            syms[c].append(v)
-    for e in facts.edges:
-        vals = (path, handles[e.source] if e.source >= 0 else None, e.kind, e.target, e.line, blob_id)
-        for c, v in zip(EDGE_COLUMNS, vals, strict=True):
-            edges[c].append(v)
+    ss = facts.symbols
+    handles = [symbol_handle(path, language, s.kind, s.qualified_name, s.ordinal) for s in ss]
+    if ss:
+        n = len(ss)
+        for c, vals in zip(SYMBOL_COLUMNS, (
+                handles, [path] * n, [language] * n, [s.kind for s in ss], [s.name for s in ss],
+                [s.qualified_name for s in ss], [s.ordinal for s in ss], [s.start_byte for s in ss],
+                [s.end_byte for s in ss], [s.start_line for s in ss], [s.end_line for s in ss],
+                [handles[s.parent] if s.parent >= 0 else None for s in ss], [s.fragment_hash for s in ss],
+                [s.body_hash for s in ss], [blob_id] * n), strict=True):
+            syms[c].extend(vals)
+    es = facts.edges
+    if es:
+        n = len(es)
+        for c, vals in zip(EDGE_COLUMNS, (
+                [path] * n, [handles[e.source] if e.source >= 0 else None for e in es], [e.kind for e in es],
+                [e.target for e in es], [e.line for e in es], [blob_id] * n), strict=True):
+            edges[c].extend(vals)
 
 
 def rehome(rows: list[tuple], path: str) -> list[tuple]:

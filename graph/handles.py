@@ -17,11 +17,10 @@ CGR_RE = re.compile(r"^cgr_([0-9a-f]{16})_([0-9a-f]{32})\Z")
 
 
 def symbol_handle(path: str, language: str, kind: str, qualified_name: str, ordinal: int) -> str:
-    h = blake3.blake3()
-    for part in ("cgs-v1", path, language, kind, qualified_name, str(ordinal)):
-        h.update(part.encode("utf-8", "surrogateescape"))
-        h.update(b"\0")
-    return "cgs_" + h.hexdigest(16)
+    # The parts, each followed by a NUL, hashed in one call (the same bytes as one update
+    # per part: this runs once per symbol of every cold build).
+    data = f"cgs-v1\0{path}\0{language}\0{kind}\0{qualified_name}\0{ordinal}\0"
+    return "cgs_" + blake3.blake3(data.encode("utf-8", "surrogateescape")).hexdigest(16)
 
 
 def repo_handle(repository_id: str, cgs: str) -> str:

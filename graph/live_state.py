@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pygit2
 
-from citegraph.indexer import gitrepo
+from citegraph.indexer import gitrepo, sparse
 from citegraph.indexer.errors import CitegraphError
 from citegraph.indexer.paths import fs_path, stored_path
 from citegraph.indexer.tree_watch import (
@@ -84,6 +84,7 @@ class LiveRepo:
         self._repo = repo
         self.head = ""
         self.dirty: dict[str, str | None] = {}
+        self.from_index: dict[str, int] = {}  # dirty paths whose content is the index's (sparse)
         self.generation = 0
         self.version = 0
         self.pending_paths: set[str] = set()
@@ -213,7 +214,8 @@ class LiveRepo:
     def view(self) -> LiveView:
         with self.lock:
             dirty = sorted(self.dirty.items())
-            return LiveView(gitrepo.state_from_dirty(self.head, dirty), self.generation, self.version)
+            state = gitrepo.state_from_dirty(self.head, dirty, sorted(self.from_index.items()))
+            return LiveView(state, self.generation, self.version)
 
     def _head_moved(self) -> bool:
         if not self.pending_git:
@@ -236,11 +238,11 @@ class LiveRepo:
         self._repo = self._fresh_repo()
         state = gitrepo.worktree_state(self._repo)
         self.rescans += 1
-        self._set(state.head, dict(state.dirty_paths))
+        self._set(state.head, dict(state.dirty_paths), dict(state.from_index))
 
-    def _set(self, head: str, dirty: dict[str, str | None]) -> None:
-        if head != self.head or dirty != self.dirty:
-            self.head, self.dirty = head, dirty
+    def _set(self, head: str, dirty: dict[str, str | None], from_index: dict[str, int]) -> None:
+        if head != self.head or dirty != self.dirty or from_index != self.from_index:
+            self.head, self.dirty, self.from_index = head, dirty, from_index
             self.version += 1
 
     def _recheck(self) -> None:
@@ -256,24 +258,34 @@ class LiveRepo:
             tree = None
         for sub in subtrees:
             paths |= self._expand(sub, tree)
-        index = repo.index
         try:
+            index = repo.index
             index.read(False)
-        except pygit2.GitError:
-            pass
+            flags = sparse.IndexFlags(repo, index)
+        except pygit2.GitError as exc:
+            if not sparse.is_sparse_index_error(exc):
+                raise
+            # A sparse index (libgit2 cannot read it): the one-shot scan, which asks git.
+            self._rescan()
+            return
         dirty = dict(self.dirty)
+        from_index = dict(self.from_index)
         with WorktreeReader(self.root) as reader:
             for p in paths:
                 if p == ".git" or p.startswith(".git/"):
                     continue
                 stored = stored_path(p)
-                is_dirty, blob = self._path_state(repo, tree, index, reader, p)
+                is_dirty, blob, mode = self._path_state(repo, tree, index, flags, reader, p)
                 if is_dirty:
                     dirty[stored] = blob
                 else:
                     dirty.pop(stored, None)
+                if is_dirty and mode is not None:
+                    from_index[stored] = mode
+                else:
+                    from_index.pop(stored, None)
                 self.rehashed += 1
-        self._set(self.head, dirty)
+        self._set(self.head, dirty, from_index)
 
     def _expand(self, sub: str, tree: pygit2.Tree | None) -> set[str]:
         """Every path that may have changed with directory ``sub``: tracked at HEAD, dirty
@@ -311,9 +323,12 @@ class LiveRepo:
         return out
 
     def _path_state(self, repo: pygit2.Repository, tree: pygit2.Tree | None, index: pygit2.Index,
-                    reader: WorktreeReader, p: str) -> tuple[bool, str | None]:
-        """(dirty?, worktree blob) of one path, as git status would say it: HEAD and the
-        index differ, or the index and the worktree, or an untracked file not ignored."""
+                    flags: sparse.IndexFlags, reader: WorktreeReader, p: str
+                    ) -> tuple[bool, str | None, int | None]:
+        """(dirty?, content blob, index mode when the content is the index's) of one path,
+        as git status would say it: HEAD and the index differ, or the index and the
+        worktree, or an untracked file not ignored. A skip-worktree entry (outside a sparse
+        checkout) has the index's content whatever the worktree holds (indexer.sparse)."""
         head_e = _entry(tree, p)
         try:
             ie = index[p]
@@ -321,22 +336,24 @@ class LiveRepo:
         except (KeyError, ValueError):
             idx_e = None
         if idx_e is not None and idx_e[1] == MODE_GITLINK:
-            return head_e != idx_e, idx_e[0] if head_e != idx_e else None
+            return head_e != idx_e, idx_e[0] if head_e != idx_e else None, None
         found = reader.read(p)
         if idx_e is None and head_e is None:
             if found.kind not in ("file", "symlink"):
-                return False, None  # git lists no untracked FIFO, device or directory
+                return False, None, None  # git lists no untracked FIFO, device or directory
             try:
                 if repo.path_is_ignored(p):
-                    return False, None
+                    return False, None, None
             except (pygit2.GitError, ValueError):
                 pass
-            return True, found.blob_id
+            return True, found.blob_id, None
+        if idx_e is not None and flags.worktree_is_index(p, found.exists) is not None:
+            return (True, idx_e[0], idx_e[1]) if head_e != idx_e else (False, None, None)
         wt_e = None if found.kind == "absent" else (found.blob_id, found.mode)
         if found.kind == "symlink":
             wt_e = (found.blob_id, MODE_SYMLINK)
         dirty = head_e != idx_e or idx_e != wt_e
-        return dirty, (found.blob_id if found.exists else None)
+        return dirty, (found.blob_id if found.exists else None), None
 
 
 def _entry(tree: pygit2.Tree | None, p: str) -> tuple[str, int] | None:

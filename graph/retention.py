@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
+import duckdb
+
+from citegraph.graph.compaction import compact, newest_due
 from citegraph.graph.store import Home, RepoStore, atomic_write_json, pid_alive
 from citegraph.indexer.errors import CitegraphError
 
@@ -37,13 +41,15 @@ def _exact_current_ids(home: Home, worktrees: list[str]) -> set[str]:
     for wt in worktrees:
         try:
             keep.add(current_state(wt, home).snapshot_id)
-        except (CitegraphError, OSError):
+        except (CitegraphError, OSError, duckdb.Error):
             continue
     return keep
 
 
-def collect(home: Home, keep_last: int = KEEP_LAST, dry_run: bool = False) -> dict[str, list[str]]:
-    """Retire snapshots outside the policy; returns {"retired": [...], "kept": [...],
+def collect(home: Home, keep_last: int = KEEP_LAST, dry_run: bool = False, compact: bool = True
+            ) -> dict[str, list[str]]:
+    """Compact each repository's newest delta when it is due (graph/compaction.py), then
+    retire snapshots outside the policy; returns {"retired": [...], "kept": [...],
     "busy": [...]}. Each repository is collected under its build lock, so a build never
     loses a file it is publishing; a repository whose build is running is skipped (busy)."""
     retired: list[str] = []
@@ -52,6 +58,8 @@ def collect(home: Home, keep_last: int = KEEP_LAST, dry_run: bool = False) -> di
     pins = pinned_ids(home)
     for rid in home.repo_ids():
         rs = home.repo(rid)
+        if compact and not dry_run:
+            compact_newest(rs)
         try:
             with rs.build_lock(wait_s=LOCK_WAIT_S):
                 _collect_repo(home, rs, pins, keep_last, dry_run, retired, kept)
@@ -77,19 +85,25 @@ def _collect_repo(home: Home, rs: RepoStore, pins: set[str], keep_last: int, dry
         sid = e["snapshot_id"]
         if e["state"] == "ready" and sid not in keep:
             if not dry_run:
-                rs.snapshot_path(sid).unlink(missing_ok=True)
+                for f in rs.snapshot_files(sid):
+                    f.unlink(missing_ok=True)
                 e["state"] = "retired"
                 rs.write_entry(e)
             retired.append(sid)
         elif e["state"] == "failed":
             # A failed build, or a snapshot found damaged: its file (if any) goes too.
             if not dry_run:
-                rs.snapshot_path(sid).unlink(missing_ok=True)
+                for f in rs.snapshot_files(sid):
+                    f.unlink(missing_ok=True)
                 rs.catalog_path(sid).unlink(missing_ok=True)
             retired.append(sid)
         elif e["state"] == "ready":
             kept.append(sid)
-    for tmp in (rs.root / "tmp").glob("*.duckdb*") if (rs.root / "tmp").exists() else []:
+            if not dry_run:
+                _drop_superseded(rs, e)
+    tmp_dir = rs.root / "tmp"
+    leftovers = [*tmp_dir.glob("*.duckdb*"), *tmp_dir.glob("*.parquet")] if tmp_dir.exists() else []
+    for tmp in leftovers:
         if tmp.name.startswith("empty-v"):
             continue  # the schema template of new snapshot files
         pid = _pid_of_tmp(tmp)
@@ -107,3 +121,31 @@ def _pid_of_tmp(path: Path) -> int | None:
 
 
 
+
+
+SUPERSEDED_GRACE_S = 60.0
+
+
+def _drop_superseded(rs: RepoStore, entry: dict) -> None:
+    """Remove a ready snapshot's file in the container it is no longer published in (the
+    Parquet delta a compaction replaced, or a compaction's file killed before its catalog
+    update) — after a grace period, for readers that read the entry just before."""
+    if time.time() - float(entry.get("published_at", 0)) < SUPERSEDED_GRACE_S:
+        return
+    published = rs.published_path(entry)
+    for f in rs.snapshot_files(entry["snapshot_id"]):
+        if f != published:
+            f.unlink(missing_ok=True)
+
+
+def compact_newest(rs: RepoStore) -> str | None:
+    """Compact the repository's newest delta when it is due; its id, or None."""
+    sid = newest_due(rs)
+    if sid is None:
+        return None
+    worktrees = rs.repo_info().get("worktrees", [])
+    try:
+        done = compact(rs, sid, repo_path=worktrees[0] if worktrees else None)
+    except (CitegraphError, OSError, duckdb.Error):
+        return None  # compaction is an optimisation: the delta stays as it is
+    return sid if done else None

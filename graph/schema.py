@@ -1,27 +1,90 @@
-"""DuckDB schemas of snapshot files and the facts cache (versioned)."""
+"""The one column specification of snapshot files and the facts cache (versioned).
+
+Every table is declared once, as a tuple of ``Column(name, sql_type, arrow_type, null)``;
+the DuckDB DDL, the column-name tuples the builder fills, and the typed Arrow schemas
+(bulk loads, delta files) are all generated from it. The facts cache's ``blob_symbols``,
+``blob_edges`` and ``blob_damage`` hold exactly the snapshot rows, so they are generated
+from the same tables.
+"""
 
 from __future__ import annotations
 
-SNAPSHOT_SCHEMA_VERSION = 4  # 3: escaped (stored) paths, not-regular rows; 4: damage regions
-FACTS_SCHEMA_VERSION = 3  # 3: damage regions
+from dataclasses import dataclass
 
-SNAPSHOT_DDL = """
-CREATE TABLE meta(key VARCHAR PRIMARY KEY, value VARCHAR);
-CREATE TABLE files(path VARCHAR NOT NULL, blob_id VARCHAR NOT NULL, content_hash VARCHAR,
-  language VARCHAR, status VARCHAR NOT NULL, reason VARCHAR, size BIGINT, mode INTEGER,
-  dirty BOOLEAN NOT NULL);
-CREATE TABLE symbols(handle VARCHAR NOT NULL, path VARCHAR NOT NULL, language VARCHAR NOT NULL,
-  kind VARCHAR NOT NULL, name VARCHAR NOT NULL, qualified_name VARCHAR NOT NULL,
-  ordinal INTEGER NOT NULL, start_byte BIGINT NOT NULL, end_byte BIGINT NOT NULL,
-  start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, parent_handle VARCHAR,
-  fragment_hash VARCHAR NOT NULL, body_hash VARCHAR NOT NULL, blob_id VARCHAR NOT NULL);
-CREATE TABLE edges(path VARCHAR NOT NULL, source_handle VARCHAR, kind VARCHAR NOT NULL,
-  target VARCHAR NOT NULL, line INTEGER NOT NULL, blob_id VARCHAR NOT NULL);
-CREATE TABLE damage(path VARCHAR NOT NULL, start_byte BIGINT NOT NULL, end_byte BIGINT NOT NULL,
-  error_line INTEGER NOT NULL, construct VARCHAR NOT NULL, blob_id VARCHAR NOT NULL);
-CREATE TABLE contents(blob_id VARCHAR PRIMARY KEY, data BLOB NOT NULL);
-CREATE TABLE overrides(path VARCHAR NOT NULL);
-"""
+import pyarrow as pa
+
+SNAPSHOT_SCHEMA_VERSION = 5  # 3: escaped (stored) paths, not-regular rows; 4: damage regions;
+# 5: a full snapshot's overrides list every path a delta over it must redo; deltas are Parquet
+FACTS_SCHEMA_VERSION = 4  # 3: damage regions; 4: rows may stay in a full snapshot (source)
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    sql_type: str
+    arrow_type: pa.DataType
+    null: bool = True  # False: NOT NULL
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    columns: tuple[Column, ...]
+    primary_key: str | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    def ddl(self, name: str | None = None, if_not_exists: bool = False) -> str:
+        cols = []
+        for c in self.columns:
+            text = f"{c.name} {c.sql_type}"
+            if c.name == self.primary_key:
+                text += " PRIMARY KEY"
+            elif not c.null:
+                text += " NOT NULL"
+            cols.append(text)
+        guard = "IF NOT EXISTS " if if_not_exists else ""
+        return f"CREATE TABLE {guard}{name or self.name}({', '.join(cols)});"
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        return pa.schema([pa.field(c.name, c.arrow_type, nullable=c.null) for c in self.columns])
+
+
+def _c(name: str, sql_type: str, null: bool = True) -> Column:
+    arrow = {"VARCHAR": pa.string(), "BIGINT": pa.int64(), "INTEGER": pa.int32(), "BOOLEAN": pa.bool_(),
+             "BLOB": pa.binary()}[sql_type]
+    return Column(name, sql_type, arrow, null)
+
+
+META = Table("meta", (_c("key", "VARCHAR"), _c("value", "VARCHAR")), primary_key="key")
+FILES = Table("files", (
+    _c("path", "VARCHAR", False), _c("blob_id", "VARCHAR", False), _c("content_hash", "VARCHAR"),
+    _c("language", "VARCHAR"), _c("status", "VARCHAR", False), _c("reason", "VARCHAR"), _c("size", "BIGINT"),
+    _c("mode", "INTEGER"), _c("dirty", "BOOLEAN", False)))
+SYMBOLS = Table("symbols", (
+    _c("handle", "VARCHAR", False), _c("path", "VARCHAR", False), _c("language", "VARCHAR", False),
+    _c("kind", "VARCHAR", False), _c("name", "VARCHAR", False), _c("qualified_name", "VARCHAR", False),
+    _c("ordinal", "INTEGER", False), _c("start_byte", "BIGINT", False), _c("end_byte", "BIGINT", False),
+    _c("start_line", "INTEGER", False), _c("end_line", "INTEGER", False), _c("parent_handle", "VARCHAR"),
+    _c("fragment_hash", "VARCHAR", False), _c("body_hash", "VARCHAR", False), _c("blob_id", "VARCHAR", False)))
+EDGES = Table("edges", (
+    _c("path", "VARCHAR", False), _c("source_handle", "VARCHAR"), _c("kind", "VARCHAR", False),
+    _c("target", "VARCHAR", False), _c("line", "INTEGER", False), _c("blob_id", "VARCHAR", False)))
+# Damage regions of a partial file (SPEC §6.4 refinement; indexer/damage.py): bytes where
+# the parse may be wrong, with the line and construct of the error behind each.
+DAMAGE = Table("damage", (
+    _c("path", "VARCHAR", False), _c("start_byte", "BIGINT", False), _c("end_byte", "BIGINT", False),
+    _c("error_line", "INTEGER", False), _c("construct", "VARCHAR", False), _c("blob_id", "VARCHAR", False)))
+CONTENTS = Table("contents", (_c("blob_id", "VARCHAR"), _c("data", "BLOB", False)), primary_key="blob_id")
+OVERRIDES = Table("overrides", (_c("path", "VARCHAR", False),))
+
+SNAPSHOT_TABLES = (META, FILES, SYMBOLS, EDGES, DAMAGE, CONTENTS, OVERRIDES)
+TABLES = {t.name: t for t in SNAPSHOT_TABLES}
+
+SNAPSHOT_DDL = "\n".join(t.ddl() for t in SNAPSHOT_TABLES) + "\n"
 
 SNAPSHOT_INDEXES = """
 CREATE INDEX files_path ON files(path);
@@ -34,28 +97,35 @@ CREATE INDEX damage_path ON damage(path);
 
 # The facts cache holds, per (blob, language), the file facts and the snapshot rows as
 # first built at ``origin_path`` (handles are path-dependent: re-homed on reuse elsewhere).
-FACTS_DDL = """
-CREATE TABLE IF NOT EXISTS meta(key VARCHAR PRIMARY KEY, value VARCHAR);
-CREATE TABLE IF NOT EXISTS blob_files(blob_id VARCHAR NOT NULL, language VARCHAR NOT NULL,
-  status VARCHAR NOT NULL, reason VARCHAR, content_hash VARCHAR, size BIGINT, origin_path VARCHAR);
-CREATE TABLE IF NOT EXISTS blob_symbols(handle VARCHAR NOT NULL, path VARCHAR NOT NULL,
-  language VARCHAR NOT NULL, kind VARCHAR NOT NULL, name VARCHAR NOT NULL,
-  qualified_name VARCHAR NOT NULL, ordinal INTEGER NOT NULL, start_byte BIGINT NOT NULL,
-  end_byte BIGINT NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,
-  parent_handle VARCHAR, fragment_hash VARCHAR NOT NULL, body_hash VARCHAR NOT NULL,
-  blob_id VARCHAR NOT NULL);
-CREATE TABLE IF NOT EXISTS blob_edges(path VARCHAR NOT NULL, source_handle VARCHAR,
-  kind VARCHAR NOT NULL, target VARCHAR NOT NULL, line INTEGER NOT NULL, blob_id VARCHAR NOT NULL);
-CREATE TABLE IF NOT EXISTS blob_damage(path VARCHAR NOT NULL, start_byte BIGINT NOT NULL,
-  end_byte BIGINT NOT NULL, error_line INTEGER NOT NULL, construct VARCHAR NOT NULL,
-  blob_id VARCHAR NOT NULL);
-"""
+# ``source``: the full snapshot whose own tables hold those rows (a cold build writes its
+# rows once, into the snapshot); NULL when the rows are in the cache's ``blob_*`` tables.
+BLOB_FILES = Table("blob_files", (
+    _c("blob_id", "VARCHAR", False), _c("language", "VARCHAR", False), _c("status", "VARCHAR", False),
+    _c("reason", "VARCHAR"), _c("content_hash", "VARCHAR"), _c("size", "BIGINT"), _c("origin_path", "VARCHAR"),
+    _c("source", "VARCHAR")))
+FACTS_ROW_TABLES = {"blob_symbols": SYMBOLS, "blob_edges": EDGES, "blob_damage": DAMAGE}
+FACTS_DDL = "\n".join([META.ddl(if_not_exists=True), BLOB_FILES.ddl(if_not_exists=True),
+                       *(t.ddl(name, if_not_exists=True) for name, t in FACTS_ROW_TABLES.items())]) + "\n"
 
-FILE_COLUMNS = ("path", "blob_id", "content_hash", "language", "status", "reason", "size", "mode", "dirty")
-SYMBOL_COLUMNS = ("handle", "path", "language", "kind", "name", "qualified_name", "ordinal",
-                  "start_byte", "end_byte", "start_line", "end_line", "parent_handle",
-                  "fragment_hash", "body_hash", "blob_id")
-EDGE_COLUMNS = ("path", "source_handle", "kind", "target", "line", "blob_id")
-# Damage regions of a partial file (SPEC §6.4 refinement; indexer/damage.py): bytes where
-# the parse may be wrong, with the line and construct of the error behind each.
-DAMAGE_COLUMNS = ("path", "start_byte", "end_byte", "error_line", "construct", "blob_id")
+FILE_COLUMNS = FILES.names
+SYMBOL_COLUMNS = SYMBOLS.names
+EDGE_COLUMNS = EDGES.names
+DAMAGE_COLUMNS = DAMAGE.names
+
+# A small delta is one Parquet file holding every table (docs/storage.md): one row per
+# table row, a ``tbl`` column naming its table, and the union of all tables' columns (a
+# column's type is the same in every table that has it, checked here).
+PARQUET_TABLE_COLUMN = "tbl"
+
+
+def _union_columns() -> tuple[Column, ...]:
+    seen: dict[str, Column] = {}
+    for t in SNAPSHOT_TABLES:
+        for c in t.columns:
+            prior = seen.setdefault(c.name, c)
+            if prior.sql_type != c.sql_type:
+                raise TypeError(f"column {c.name} has two types ({prior.sql_type}, {c.sql_type})")
+    return tuple(seen.values())
+
+
+PARQUET_COLUMNS = _union_columns()

@@ -7,20 +7,28 @@ import itertools
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pygit2
 
-from citegraph.graph.schema import SNAPSHOT_SCHEMA_VERSION
+from citegraph.graph.schema import (
+    PARQUET_TABLE_COLUMN,
+    SNAPSHOT_SCHEMA_VERSION,
+    SNAPSHOT_TABLES,
+    SYMBOL_COLUMNS,
+)
 from citegraph.graph.store import RepoStore
 from citegraph.indexer.errors import CitegraphError
 from citegraph.indexer.worktree import NULL_BLOB
 
-SYMBOL_FIELDS = ("handle", "path", "language", "kind", "name", "qualified_name", "ordinal",
-                 "start_byte", "end_byte", "start_line", "end_line", "parent_handle",
-                 "fragment_hash", "body_hash", "blob_id")
+SYMBOL_FIELDS = SYMBOL_COLUMNS
 
 
 @dataclass
@@ -42,13 +50,9 @@ class Snapshot:
         con = _instance().cursor()
         n = next(_ALIASES)
         d, b = f"snap_d{n}", f"snap_b{n}"
-        aliases = [d]
+        aliases: list[str] = []
         try:
-            try:
-                _attach(con, d, rs.snapshot_path(snapshot_id), snapshot_id, wait_s)
-            except DamagedSnapshot as exc:
-                rs.mark_failed(snapshot_id, exc.what, entry.get("published_at"))
-                raise
+            own = _open_own(con, rs, entry, d, wait_s, aliases)
             base = entry.get("base")
             if base:
                 bentry = rs.entry(base)
@@ -58,23 +62,24 @@ class Snapshot:
                                          "run citegraph index to rebuild it", code=1, retryable=True)
                 aliases.append(b)
                 try:
-                    _attach(con, b, rs.snapshot_path(base), base, wait_s)
+                    _attach(con, b, rs.published_path(bentry), base, wait_s)
                 except DamagedSnapshot as exc:
                     rs.mark_failed(base, exc.what, bentry.get("published_at"))
                     rs.mark_failed(snapshot_id, f"base snapshot {base} is damaged", entry.get("published_at"))
                     raise
                 for t in LAYERED_TABLES:
-                    con.execute(f"CREATE TEMP VIEW {t} AS SELECT * FROM {d}.{t} UNION ALL SELECT x.* FROM {b}.{t} x "
-                                f"WHERE NOT EXISTS (SELECT 1 FROM {d}.overrides o WHERE o.path = x.path)")
+                    con.execute(f"CREATE TEMP VIEW {t} AS SELECT * FROM {own(t)} UNION ALL SELECT x.* FROM {b}.{t} x "
+                                f"WHERE NOT EXISTS (SELECT 1 FROM {own('overrides')} o WHERE o.path = x.path)")
                 # Only bytes of files that are dirty in *this* snapshot: a base overlay's dirty
                 # bytes must not leak into a snapshot where that file is clean or gone.
-                con.execute(f"CREATE TEMP VIEW contents AS SELECT c.* FROM (SELECT * FROM {d}.contents UNION ALL "
-                            f"SELECT x.* FROM {b}.contents x WHERE x.blob_id NOT IN (SELECT blob_id FROM {d}.contents)) c "
+                con.execute(f"CREATE TEMP VIEW contents AS SELECT c.* FROM (SELECT * FROM {own('contents')} UNION ALL "
+                            f"SELECT x.* FROM {b}.contents x WHERE x.blob_id NOT IN "
+                            f"(SELECT blob_id FROM {own('contents')})) c "
                             "WHERE c.blob_id IN (SELECT blob_id FROM files WHERE dirty)")
             else:
                 for t in (*LAYERED_TABLES, "contents"):
-                    con.execute(f"CREATE TEMP VIEW {t} AS SELECT * FROM {d}.{t}")
-            con.execute(f"CREATE TEMP VIEW meta AS SELECT * FROM {d}.meta")
+                    con.execute(f"CREATE TEMP VIEW {t} AS SELECT * FROM {own(t)}")
+            con.execute(f"CREATE TEMP VIEW meta AS SELECT * FROM {own('meta')}")
         except BaseException:
             _release(con, aliases)
             raise
@@ -157,6 +162,46 @@ def _release(con: duckdb.DuckDBPyConnection, aliases: list[str]) -> None:
         con.close()
 
 
+def _open_own(con: duckdb.DuckDBPyConnection, rs: RepoStore, entry: dict[str, Any], alias: str, wait_s: float,
+              aliases: list[str]) -> Callable[[str], str]:
+    """Make the snapshot's own tables readable on ``con``; returns table -> relation name.
+
+    A DuckDB file is attached read-only. A Parquet delta (small by construction) is read
+    whole into Arrow tables registered on this cursor: the reader then holds its rows, so
+    it sees the snapshot as published even if ``gc`` removes the file meanwhile."""
+    snapshot_id = entry["snapshot_id"]
+    path = rs.published_path(entry)
+    try:
+        if entry.get("container") != "parquet":
+            aliases.append(alias)
+            _attach(con, alias, path, snapshot_id, wait_s)
+            return lambda t: f"{alias}.{t}"
+        tables = read_parquet_tables(path, snapshot_id)
+        for t, arrow in tables.items():
+            con.register(f"{alias}_{t}", arrow)
+        _check_meta(con, f"{alias}_meta", path, snapshot_id)
+        return lambda t: f"{alias}_{t}"
+    except DamagedSnapshot as exc:
+        rs.mark_failed(snapshot_id, exc.what, entry.get("published_at"))
+        raise
+
+
+def read_parquet_tables(path: Path, snapshot_id: str) -> dict[str, pa.Table]:
+    """The tables of a Parquet delta (graph/schema.py: a ``tbl`` column, the union of
+    every table's columns), each typed by its column spec."""
+    try:
+        whole = pq.read_table(path)
+        tables = {}
+        for t in SNAPSHOT_TABLES:
+            part = whole.filter(pc.equal(whole[PARQUET_TABLE_COLUMN], t.name)).select(list(t.names))
+            tables[t.name] = part.cast(t.arrow_schema)
+        return tables
+    except FileNotFoundError as exc:
+        raise _corrupt(snapshot_id, path, "file missing") from exc
+    except (OSError, pa.ArrowException, KeyError, ValueError) as exc:
+        raise _corrupt(snapshot_id, path, "not a snapshot file") from exc
+
+
 def _attach(con: duckdb.DuckDBPyConnection, alias: str, path: object, snapshot_id: str, wait_s: float) -> None:
     deadline = time.monotonic() + wait_s
     while True:
@@ -175,13 +220,18 @@ def _attach(con: duckdb.DuckDBPyConnection, alias: str, path: object, snapshot_i
             time.sleep(0.02)
         except duckdb.Error as exc:
             raise _corrupt(snapshot_id, path, str(exc).splitlines()[0]) from exc
+    _check_meta(con, f"{alias}.meta", path, snapshot_id)
+
+
+def _check_meta(con: duckdb.DuckDBPyConnection, meta: str, path: object, snapshot_id: str) -> None:
+    """The file is the snapshot it is published as, in the schema this citegraph reads."""
     try:
-        rows = con.execute(f"SELECT value FROM {alias}.meta WHERE key = 'snapshot_id'").fetchall()
+        rows = con.execute(f"SELECT value FROM {meta} WHERE key = 'snapshot_id'").fetchall()
     except duckdb.Error as exc:
         raise _corrupt(snapshot_id, path, "no snapshot metadata") from exc
     if not rows or rows[0][0] != snapshot_id:
         raise _corrupt(snapshot_id, path, "a different snapshot's database")
-    version = con.execute(f"SELECT value FROM {alias}.meta WHERE key = 'schema_version'").fetchall()
+    version = con.execute(f"SELECT value FROM {meta} WHERE key = 'schema_version'").fetchall()
     if not version or version[0][0] != str(SNAPSHOT_SCHEMA_VERSION):
         # An older layout (schema 2 had no damage table) is refused, never misread.
         raise CitegraphError(

@@ -10,6 +10,8 @@ Layout (see docs/storage.md)::
     <home>/repos/<repository_id>/catalog/<snapshot_id>.json   state of each snapshot
     <home>/repos/<repository_id>/snapshots/<snapshot_id>.duckdb  immutable, published
                                                                   by atomic rename
+    <home>/repos/<repository_id>/snapshots/<snapshot_id>.parquet a small delta (one
+                                                                  Parquet file, same rules)
 
 Readers need only the catalog (a stat and a small JSON read) and published snapshot
 files, which are never written again: no reader ever waits for a builder.
@@ -54,7 +56,7 @@ _ENTRY_TYPES: dict[str, tuple[type, ...]] = {
     "config": (str,), "schema_version": (int,), "files": (int,), "symbols": (int,), "bytes": (int,),
     "content_id": (str,), "content_sum": (str,), "layout": (str,), "base": (str,), "pid": (int,), "pid_start": (str,),
     "created_at": (int, float), "published_at": (int, float), "inventory_complete": (bool,),
-    "coverage": (dict,), "reason": (str,), "dirty_fingerprint": (str,),
+    "coverage": (dict,), "reason": (str,), "dirty_fingerprint": (str,), "container": (str,), "delta_paths": (int,), "compacted_from": (str,),
 }
 
 
@@ -166,6 +168,20 @@ class RepoStore:
     def snapshot_path(self, snapshot_id: str) -> Path:
         return self.root / "snapshots" / f"{snapshot_id}.duckdb"
 
+    def parquet_path(self, snapshot_id: str) -> Path:
+        """Where a small delta is published (catalog ``container: parquet``)."""
+        return self.root / "snapshots" / f"{snapshot_id}.parquet"
+
+    def published_path(self, entry: dict[str, Any]) -> Path:
+        """The file a catalog entry's snapshot is read from (its container)."""
+        if entry.get("container") == "parquet":
+            return self.parquet_path(entry["snapshot_id"])
+        return self.snapshot_path(entry["snapshot_id"])
+
+    def snapshot_files(self, snapshot_id: str) -> list[Path]:
+        """Every published file of ``snapshot_id`` that exists (either container)."""
+        return [p for p in (self.snapshot_path(snapshot_id), self.parquet_path(snapshot_id)) if p.exists()]
+
     def catalog_path(self, snapshot_id: str) -> Path:
         return self.root / "catalog" / f"{snapshot_id}.json"
 
@@ -204,7 +220,7 @@ class RepoStore:
     def _damage(self, data: dict[str, Any]) -> str | None:
         """Why a ready entry cannot be read as published (cheap checks: stats only)."""
         try:
-            size = os.stat(self.snapshot_path(data["snapshot_id"])).st_size
+            size = os.stat(self.published_path(data)).st_size
         except OSError:
             return "snapshot file missing"
         if isinstance(data.get("bytes"), int) and size != data["bytes"]:

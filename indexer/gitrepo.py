@@ -15,12 +15,16 @@ from pathlib import Path
 import blake3
 import pygit2
 
+from citegraph.indexer import sparse
 from citegraph.indexer.errors import CitegraphError
 from citegraph.indexer.paths import fs_path, stored_path
 from citegraph.indexer.worktree import MODE_SYMLINK as MODE_SYMLINK
 from citegraph.indexer.worktree import WorktreeReader
 
 MODE_GITLINK = 0o160000
+# libgit2 status bits that say the index differs from HEAD.
+_INDEX_CHANGED = (pygit2.GIT_STATUS_INDEX_NEW | pygit2.GIT_STATUS_INDEX_MODIFIED | pygit2.GIT_STATUS_INDEX_DELETED
+                  | pygit2.GIT_STATUS_INDEX_RENAMED | pygit2.GIT_STATUS_INDEX_TYPECHANGE)
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,10 @@ class WorktreeState:
     head: str
     dirty_fingerprint: str | None  # None when clean
     dirty_paths: tuple[tuple[str, str | None], ...]  # (path, blob id or None if deleted)
+    # Dirty paths whose content is their index entry's blob, not a worktree file: a
+    # skip-worktree entry (outside the sparse set) that differs from HEAD (indexer.sparse).
+    # (stored path, mode) pairs; the blob is in ``dirty_paths``.
+    from_index: tuple[tuple[str, int], ...] = ()
 
     @property
     def dirty(self) -> bool:
@@ -151,29 +159,89 @@ def worktree_state(repo: pygit2.Repository) -> WorktreeState:
 
     ``git status`` semantics (libgit2) name the dirty paths; their content is read only
     through the worktree reader (never following a symlink, never opening a FIFO or a
-    device, nothing outside the worktree). Paths are stored paths (indexer.paths)."""
+    device, nothing outside the worktree). Paths are stored paths (indexer.paths). A path
+    outside a sparse checkout (skip-worktree) is neither dirty nor deleted: git takes its
+    worktree content to be the index's blob (indexer.sparse). A sparse index, which libgit2
+    cannot read, is read by ``git status`` itself."""
     head = head_commit(repo)
     root = workdir(repo)
-    status = repo.status(untracked_files="all", ignored=False)
+    try:
+        status = repo.status(untracked_files="all", ignored=False)
+        flags = sparse.IndexFlags(repo)
+    except pygit2.GitError as exc:
+        if not sparse.is_sparse_index_error(exc):
+            raise
+        return _state_by_git(repo, head, root)
     dirty: list[tuple[str, str | None]] = []
+    from_index: list[tuple[str, int]] = []
     with WorktreeReader(root) as reader:
-        for path, flags in status.items():
-            if flags & pygit2.GIT_STATUS_IGNORED or flags == pygit2.GIT_STATUS_CURRENT:
+        for path, f in status.items():
+            if f & pygit2.GIT_STATUS_IGNORED or f == pygit2.GIT_STATUS_CURRENT:
                 continue
             found = reader.read(path)
+            if f != pygit2.GIT_STATUS_WT_NEW:
+                skipped = flags.worktree_is_index(path, found.exists)
+                if skipped is not None:
+                    if f & _INDEX_CHANGED:  # staged outside the sparse set: the index's blob
+                        dirty.append((stored_path(path), skipped[0]))
+                        from_index.append((stored_path(path), skipped[1]))
+                    continue
             dirty.append((stored_path(path), found.blob_id))
-    return state_from_dirty(head, dirty)
+        if flags.clears_present:
+            # libgit2 reports no skip-worktree file that is present; git compares it (the
+            # module docstring of indexer.sparse). One read per entry outside the sparse
+            # set (an absent directory costs one failed open for all its files).
+            for path, blob, mode in flags.skip_worktree_entries():
+                if path in status:
+                    continue
+                found = reader.read(path)
+                if found.exists and (found.blob_id, found.mode) != (blob, mode):
+                    dirty.append((stored_path(path), found.blob_id))
+    return state_from_dirty(head, dirty, from_index)
 
 
-def state_from_dirty(head: str, dirty: list[tuple[str, str | None]]) -> WorktreeState:
-    """The worktree state of HEAD plus ``dirty`` ((stored path, blob id or None) pairs)."""
+def _state_by_git(repo: pygit2.Repository, head: str, root: Path) -> WorktreeState:
+    """``worktree_state`` of a sparse index: the paths ``git status`` names."""
+    dirty: list[tuple[str, str | None]] = []
+    from_index: list[tuple[str, int]] = []
+    maybe: dict[str, sparse.StatusEntry] = {}
+    with WorktreeReader(root) as reader:
+        for e in sparse.git_status(str(root), repo.path):
+            found = reader.read(e.path)
+            if e.tracked and e.worktree_unchanged and e.index_blob and not found.exists:
+                maybe[e.path] = e  # git says "as the index" of an absent file: skip-worktree?
+                continue
+            dirty.append((stored_path(e.path), found.blob_id))
+    skipped = sparse.git_skip_worktree(str(root), repo.path, sorted(maybe))
+    for path, e in maybe.items():
+        dirty.append((stored_path(path), e.index_blob if path in skipped else None))
+        if path in skipped:
+            from_index.append((stored_path(path), e.index_mode))
+    return state_from_dirty(head, dirty, from_index)
+
+
+def state_from_dirty(head: str, dirty: list[tuple[str, str | None]],
+                     from_index: list[tuple[str, int]] | tuple[tuple[str, int], ...] = ()) -> WorktreeState:
+    """The worktree state of HEAD plus ``dirty`` ((stored path, blob id or None) pairs);
+    ``from_index`` names the dirty paths whose content is their index blob (see above)."""
     if not dirty:
         return WorktreeState(head, None, ())
     dirty = sorted(dirty)
     h = blake3.blake3()
     for path, blob in dirty:
         h.update(path.encode("utf-8") + b"\0" + (blob or "deleted").encode() + b"\n")
-    return WorktreeState(head, h.hexdigest(16), tuple(dirty))
+    return WorktreeState(head, h.hexdigest(16), tuple(dirty), tuple(sorted(from_index)))
+
+
+def index_blob_content(repo: pygit2.Repository, blob: str, max_bytes: int) -> tuple[bytes | None, bool]:
+    """(bytes up to ``max_bytes`` or None when larger, missing?) of a dirty path whose content
+    is its index blob (``WorktreeState.from_index``): read from the object database."""
+    try:
+        obj = repo.odb.read(blob)
+    except (KeyError, ValueError, pygit2.GitError):
+        return None, True  # a partial clone that never fetched it
+    data = obj[1]
+    return (data if len(data) <= max_bytes else None), False
 
 
 def commit_inventory(repo: pygit2.Repository, commit: str) -> tuple[list[InventoryEntry], bool]:

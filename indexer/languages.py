@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cache
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 QUERY_DIR = Path(__file__).parent / "queries"
 
@@ -75,8 +75,11 @@ _BY_EXT: dict[str, str] = {ext: s.name for s in _SPECS for ext in s.extensions}
 
 def language_for_path(path: str) -> str | None:
     """The language a repository path is parsed as, or None (inventoried only)."""
-    suffix = PurePosixPath(path).suffix.lower()
-    return _BY_EXT.get(suffix)
+    # PurePosixPath(path).suffix, without building a path object (called once per file of
+    # every inventory: at 250k files pathlib alone cost seconds).
+    name = path.rpartition("/")[2]
+    dot = name.rfind(".")
+    return _BY_EXT.get(name[dot:].lower()) if 0 < dot < len(name) - 1 else None
 
 
 @cache

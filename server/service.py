@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from citegraph.graph import compaction
 from citegraph.graph.live_source import LiveSource, current_for_state
 from citegraph.graph.live_state import LiveRepo, LiveView
 from citegraph.graph.snapshot_builder import build_snapshot
@@ -118,6 +119,7 @@ class Service:
         self._cond = threading.Condition(self._lock)
         self.stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._compacting: dict[str, threading.Thread] = {}
         self.started_mono = time.monotonic()
         self.requests = 0
 
@@ -252,6 +254,7 @@ class Service:
                      f"{str(res.dirty).lower()} files={res.files} symbols={res.symbols} "
                      f"seconds={res.seconds:.3f} repo={live.root}", **data)
             self._maybe_gc()
+            self._maybe_compact(res.repository_id, res.snapshot_id, str(live.root))
         elif w.logged != res.snapshot_id:
             self.log("reused", f"reused {res.snapshot_id} commit={res.commit[:12]} dirty={str(res.dirty).lower()} "
                      f"files={res.files} (already built and ready) repo={live.root}", **data)
@@ -273,6 +276,39 @@ class Service:
             return
         if res["retired"]:
             self.log("gc", f"gc retired {len(res['retired'])} old snapshot(s)", retired=res["retired"])
+
+    def _maybe_compact(self, repository_id: str, snapshot_id: str, root: str) -> None:
+        """Compact a published delta that has grown past the threshold into a new base, in a
+        background thread (graph/compaction.py): builds and reads go on meanwhile."""
+        rs = self.home.repo(repository_id)
+        entry = rs.entry(snapshot_id)
+        if not entry or not compaction.due(entry):
+            return
+        with self._lock:
+            running = self._compacting.get(repository_id)
+            if running is not None and running.is_alive():
+                return
+
+            def run() -> None:
+                # Then whatever became due meanwhile (a delta published during this one).
+                sid: str | None = snapshot_id
+                seen: set[str] = set()
+                while sid is not None and sid not in seen and not self.stop.is_set():
+                    seen.add(sid)
+                    t0 = time.monotonic()
+                    try:
+                        done = compaction.compact(rs, sid, repo_path=root)
+                    except Exception as exc:  # noqa: BLE001 - an optimisation: the delta stays usable
+                        self.log("compact", f"compaction of {sid} skipped: {exc}", error=str(exc))
+                        return
+                    if done:
+                        self.log("compact", f"compacted {sid} into a full snapshot seconds="
+                                 f"{time.monotonic() - t0:.3f} repo={root}", snapshot_id=sid)
+                    sid = compaction.newest_due(rs)
+
+            t = threading.Thread(target=run, name=f"citegraph-compact-{repository_id[:8]}", daemon=True)
+            self._compacting[repository_id] = t
+            t.start()
 
     def _failed(self, w: Watched, line: str, retryable: bool) -> None:
         w.stats["failed"] += 1

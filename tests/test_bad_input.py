@@ -14,6 +14,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from gitutil import GIT_ENV, GitRepo
+from stall_launcher import stalled_argv
 
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.graph.store import Home
@@ -318,11 +319,9 @@ def test_sigint_during_build(repo, home, run_cli, tmp_path):
     repo.write("a.py", GOOD)
     c1 = repo.commit("c1")
     marker = tmp_path / "stalled"
-    env = {**os.environ, "CITEGRAPH_HOME": str(home.root), "CITEGRAPH_TEST_STALL_AT": "extract",
-           "CITEGRAPH_TEST_STALL_MARKER": str(marker), "CITEGRAPH_TEST_STALL_SECONDS": "120"}
-    proc = subprocess.Popen([sys.executable, "-m", "citegraph.cli.main", "index", "--json",
-                             str(repo.root)], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    env = {**os.environ, "CITEGRAPH_HOME": str(home.root)}
+    proc = subprocess.Popen(stalled_argv("extract", marker, 120, "index", "--json", str(repo.root)),
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
         while not (marker.exists() and marker.read_text()):
@@ -346,7 +345,7 @@ def test_sigint_during_build(repo, home, run_cli, tmp_path):
     (snap,) = status["snapshots"]
     assert snap["state"] == "failed" and snap["commit"] == c1
     rs = home.repo(status["repository_id"])
-    assert not rs.snapshot_path(snap["snapshot_id"]).exists()
+    assert not rs.snapshot_files(snap["snapshot_id"])
     # The interrupted builder cleaned up after itself (no gc needed).
     assert [p.name for p in (rs.root / "tmp").iterdir() if f".{proc.pid}." in p.name] == []
 

@@ -16,13 +16,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from stall_launcher import stalled_argv, stalled_compaction_argv
 
-from citegraph.graph import queries
+from citegraph.graph import queries, retention
+from citegraph.graph.build_hooks import STAGES
+from citegraph.graph.compaction import COMPACT_STAGES, compact
 from citegraph.graph.retention import collect
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.store import Home
-
-STAGES = ("inventory", "extract", "write", "publish", "published")
 
 
 def sha256(path: Path) -> str:
@@ -40,12 +41,9 @@ def index_json(run_cli, repo_root: Path, *extra: str) -> dict:
 def stalled_index(home: Home, repo_root: Path, stage: str, marker: Path, *extra: str,
                   stall_seconds: float = 120) -> Iterator[subprocess.Popen]:
     """An ``index`` subprocess stalled at ``stage``; always killed at the end."""
-    env = {**os.environ, "CITEGRAPH_HOME": str(home.root), "CITEGRAPH_TEST_STALL_AT": stage,
-           "CITEGRAPH_TEST_STALL_MARKER": str(marker),
-           "CITEGRAPH_TEST_STALL_SECONDS": str(stall_seconds)}
-    proc = subprocess.Popen([sys.executable, "-m", "citegraph.cli.main", "index", "--json", *extra,
-                             str(repo_root)], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    env = {**os.environ, "CITEGRAPH_HOME": str(home.root)}
+    proc = subprocess.Popen(stalled_argv(stage, marker, stall_seconds, "index", "--json", *extra, str(repo_root)),
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for_marker(proc, marker)
         yield proc
@@ -107,11 +105,11 @@ def test_kill_9_at_any_stage_leaves_ready_snapshots_intact(stage, repo, home, ru
     killed = rs.entry(killed_id)
     if stage == "published":
         assert killed["state"] == "ready"
-        assert rs.snapshot_path(killed_id).exists()
+        assert rs.snapshot_files(killed_id)
     else:
         assert killed["state"] != "ready"
         assert killed["state"] == "failed"
-        assert not rs.snapshot_path(killed_id).exists()
+        assert not rs.snapshot_files(killed_id)
 
     st = run_cli("status", "--json", str(repo.root))
     assert st.returncode == 0, st.stderr
@@ -214,3 +212,68 @@ def test_two_concurrent_index_processes_both_succeed(repo, home, run_cli, tmp_pa
     rs = home.repo(r1["repository_id"])
     entries = rs.entries()
     assert [(e["snapshot_id"], e["state"]) for e in entries] == [(r1["snapshot_id"], "ready")]
+
+
+@pytest.mark.parametrize("stage", COMPACT_STAGES)
+def test_kill_9_during_compaction_leaves_the_delta_readable(stage, repo, home, tmp_path, monkeypatch):
+    """A compaction killed at any stage: the delta stays ready and reads as before (or,
+    killed after its catalog update, the full snapshot reads the same), the base is
+    untouched, leftovers are collected, and the next compaction succeeds."""
+    repo.write("pkg/a.py", "def a():\n    return 1\n")
+    repo.write("pkg/b.py", "class B:\n    def m(self):\n        return a()\n")
+    repo.commit("c1")
+    s1 = build_snapshot(repo.root, home, jobs=1)
+    rs = home.repo(s1.repository_id)
+    s1_file = rs.snapshot_path(s1.snapshot_id)
+    s1_hash = sha256(s1_file)
+    repo.write("pkg/a.py", "def a():\n    return 2\n\n\ndef extra():\n    pass\n")
+    repo.write("pkg/new.py", "def new():\n    pass\n")
+    repo.commit("c2")
+    s2 = build_snapshot(repo.root, home, jobs=1)
+    delta = rs.entry(s2.snapshot_id)
+    assert delta["layout"] == "delta" and delta["container"] == "parquet"
+    names = sorted(s["name"] for s in queries.symbols_of_file(repo.root / "pkg" / "a.py", home))
+    assert names == ["a", "extra"]
+
+    marker = tmp_path / f"stall-{stage}"
+    env = {**os.environ, "CITEGRAPH_HOME": str(home.root)}
+    proc = subprocess.Popen(stalled_compaction_argv(stage, marker, 120, home.root, s2.repository_id,
+                                                    s2.snapshot_id, repo.root),
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_marker(proc, marker)
+        # Readers are served while it runs (it holds no lock but at publish).
+        assert sorted(s["name"] for s in queries.symbols_of_file(repo.root / "pkg" / "a.py", home)) == names
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+
+    after = rs.entry(s2.snapshot_id)
+    assert after["state"] == "ready"
+    assert after["layout"] == ("full" if stage == "compacted" else "delta")
+    assert sha256(s1_file) == s1_hash and rs.entry(s1.snapshot_id)["state"] == "ready"
+    assert sorted(s["name"] for s in queries.symbols_of_file(repo.root / "pkg" / "a.py", home)) == names
+    assert sorted(s["name"] for s in queries.symbols_of_file(repo.root / "pkg" / "new.py", home)) == ["new"]
+
+    monkeypatch.setattr(retention, "SUPERSEDED_GRACE_S", 0.0)
+    retention.collect(home, compact=False)
+    assert [p.name for p in (rs.root / "tmp").iterdir() if f".{proc.pid}." in p.name] == []
+    # Only the published container's file is left.
+    assert rs.snapshot_files(s2.snapshot_id) == [rs.published_path(rs.entry(s2.snapshot_id))]
+    if stage != "compacted":
+        done = compact(rs, s2.snapshot_id, repo_path=str(repo.root))
+        assert done is not None and done["layout"] == "full"
+    full = rs.entry(s2.snapshot_id)
+    assert full["content_id"] == delta["content_id"] and full["symbols"] == delta["symbols"]
+    assert sorted(s["name"] for s in queries.symbols_of_file(repo.root / "pkg" / "a.py", home)) == names
+    # The next build layers over the compacted snapshot.
+    repo.write("pkg/b.py", "class B:\n    def m(self):\n        return 3\n")
+    repo.commit("c3")
+    s3 = build_snapshot(repo.root, home, jobs=1)
+    assert rs.entry(s3.snapshot_id)["base"] == s2.snapshot_id
+    assert s3.stats.parses == 1
+    assert sorted(s["name"] for s in queries.symbols_of_file(repo.root / "pkg" / "a.py", home)) == names

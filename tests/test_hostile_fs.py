@@ -14,8 +14,11 @@ import time
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from citegraph.graph.schema import TABLES
 from citegraph.graph.store import Home
 
 TIMEOUT = 60
@@ -52,6 +55,14 @@ def every_snapshot_row(home: Home) -> list[tuple[str, tuple]]:
         try:
             for (t,) in con.execute("SELECT table_name FROM information_schema.tables").fetchall():
                 out += [(t, row) for row in con.execute(f"SELECT * FROM {t}").fetchall()]
+        finally:
+            con.close()
+    for f in sorted(home.root.glob("repos/*/snapshots/*.parquet")):  # small deltas: one file
+        con = duckdb.connect(":memory:")
+        try:
+            for t in TABLES.values():
+                out += [(t.name, row) for row in con.execute(
+                    f"SELECT {', '.join(t.names)} FROM read_parquet(?) WHERE tbl = ?", [str(f), t.name]).fetchall()]
         finally:
             con.close()
     return out
@@ -333,6 +344,44 @@ def test_damaged_base_heals(delta, home, run_cli, damage):
                           "a.py::f", "--json", timeout=TIMEOUT))
     data = as_json(run_cli("validate", "--format", "json", "--repo", str(repo.root), timeout=TIMEOUT))
     assert [(m["id"], m["freshness"]) for m in data["memories"]] == [(mem["id"], "fresh")]
+
+
+@pytest.mark.parametrize("damage", ["truncate", "delete", "same-size-garbage", "another-snapshot"])
+def test_damaged_parquet_delta_heals(delta, home, run_cli, damage):
+    """A small delta is one Parquet file: damaged, it is marked failed (never read as
+    ready), its intact base stays ready, and the next index rebuilds it."""
+    repo, rs, base, top = delta
+    entry = rs.entry(top)
+    assert entry["container"] == "parquet" and entry["layout"] == "delta"
+    path = rs.published_path(entry)
+    size = path.stat().st_size
+    if damage == "truncate":
+        with open(path, "r+b") as f:
+            f.truncate(size // 2)
+    elif damage == "delete":
+        path.unlink()
+    elif damage == "same-size-garbage":  # only opening the file can tell
+        path.write_bytes(b"PAR1" + b"\x00garbage" * ((size - 8) // 8) + b"\x00" * ((size - 8) % 8) + b"PAR1")
+        assert path.stat().st_size == size
+    else:  # a valid Parquet delta of another snapshot (the catalog told its size)
+        table = pq.read_table(path)
+        meta_rows = [r if r["key"] != "snapshot_id" else {**r, "value": "cgsnap_" + "0" * 32}
+                     for r in table.to_pylist()]
+        pq.write_table(pa.Table.from_pylist(meta_rows, schema=table.schema), path)
+        entry = json.loads(rs.catalog_path(top).read_text())
+        entry["bytes"] = path.stat().st_size
+        rs.write_entry(entry)
+    sym = run_cli("symbols", str(repo.root / "b.py"), "--json", timeout=TIMEOUT)
+    clean_error(sym, 1, "citegraph index")
+    st = as_json(run_cli("status", "--json", str(repo.root), timeout=TIMEOUT))
+    assert st["exact_current"] is False
+    states = {s["snapshot_id"]: s["state"] for s in st["snapshots"]}
+    assert states == {base: "ready", top: "failed"}
+    rebuilt = as_json(run_cli("index", "--json", str(repo.root), timeout=TIMEOUT))
+    assert rebuilt["snapshot_id"] == top and rebuilt["reused"] is False
+    sym = as_json(run_cli("symbols", str(repo.root / "b.py"), "--json", timeout=TIMEOUT))
+    assert [s["name"] for s in sym["symbols"]] == ["g"]
+    assert rs.entry(top)["state"] == "ready"
 
 
 @pytest.mark.parametrize("bad", [{"symbols": "x"}, {"state": 7}, {"coverage": {"python": {"indexed": "1"}}},

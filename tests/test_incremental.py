@@ -11,8 +11,9 @@ from gitutil import GitRepo
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-import citegraph.graph.snapshot_builder as sb
+import citegraph.graph.extract_pool as ep
 import citegraph.indexer.blob_facts as bf
+from citegraph.graph.compaction import compact
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.graph.store import Home
@@ -42,6 +43,24 @@ def snapshot_meta(home: Home, result) -> dict[str, str | None]:
     return {k: meta.get(k) for k in META_KEYS}
 
 
+def inc_rs(home: Home, result):
+    return home.repo(result.repository_id)
+
+
+def full_overrides(home: Home, result) -> list[str]:
+    """A full snapshot's overrides (the paths a delta over it redoes), read from its file."""
+    import duckdb
+
+    rs = home.repo(result.repository_id)
+    entry = rs.entry(result.snapshot_id)
+    assert entry["layout"] == "full"
+    con = duckdb.connect(str(rs.published_path(entry)), read_only=True)
+    try:
+        return [r[0] for r in con.execute("SELECT path FROM overrides ORDER BY path").fetchall()]
+    finally:
+        con.close()
+
+
 def py_source(name: str, body: str = "return 1") -> str:
     return (f"import os\n\n\nclass {name.title()}:\n    def run(self):\n        {body}\n\n\n"
             f"def {name}():\n    return {name.title()}().run()\n")
@@ -69,9 +88,9 @@ def test_one_file_change_parses_one_blob(repo, home, monkeypatch):
     repo.write("src/beta.py", py_source("beta", "return 2"))
     repo.commit("c2")
     parses = Counter(bf.extract)
-    blob_calls = Counter(sb.facts_for_blob)
+    blob_calls = Counter(ep.facts_for_blob)
     monkeypatch.setattr(bf, "extract", parses)
-    monkeypatch.setattr(sb, "facts_for_blob", blob_calls)
+    monkeypatch.setattr(ep, "facts_for_blob", blob_calls)
     second = build_snapshot(repo.root, home, jobs=1)
 
     assert not second.reused
@@ -179,7 +198,11 @@ CONTENTS = (
     "def a():\n    return 1\n\n\nx = 1 @ @\n\n\ndef b():\n    return 2\n\n\ndef c():\n    return 3\n",
 )
 
-OPS = ("add", "modify", "delete", "move", "commit", "dirty_modify", "untracked_add", "worktree_delete")
+OPS = ("add", "modify", "delete", "move", "commit", "dirty_modify", "untracked_add", "worktree_delete", "sparse")
+# Sparse-checkout steps (pick % 4): only the top-level files (cone), only the top-level
+# Python files (no cone), the cone as a sparse index (libgit2 cannot read it), no sparse
+# checkout. Paths outside the set are skip-worktree: no file, committed facts.
+SPARSE = (("set", "--cone"), ("set", "--no-cone", "/*.py"), ("init", "--cone", "--sparse-index"), ("disable",))
 
 step = st.tuples(st.sampled_from(OPS), st.integers(0, 63), st.integers(0, len(CONTENTS) - 1))
 
@@ -193,33 +216,46 @@ def _present(g: GitRepo) -> list[str]:
     return sorted(p for p in PATHS if (g.root / p).exists())
 
 
+def _skip_worktree(g: GitRepo) -> dict[str, str]:
+    """Index entries with git's skip-worktree bit (``git ls-files -t``: tag S) → index blob."""
+    tags = {line[2:] for line in g.git("ls-files", "-t").splitlines() if line.startswith("S ")}
+    staged = (line.split(None, 3) for line in g.git("ls-files", "-s").splitlines())
+    return {path: blob for _mode, blob, _stage, path in staged if path in tags}
+
+
 def _apply(g: GitRepo, op: str, pick: int, content: str) -> str:
     present, tracked = _present(g), _tracked(g)
     absent = [p for p in PATHS if p not in present and p not in tracked]
     if op == "add" and absent:
         p = absent[pick % len(absent)]
         g.write(p, content)
-        g.git("add", p)
+        g.git("add", "--sparse", p)
         return f"add {p}"
     if op == "modify" and present:
         p = present[pick % len(present)]
         g.write(p, content)
-        g.git("add", p)
+        g.git("add", "--sparse", p)
         return f"modify {p}"
     if op == "delete":
         both = [p for p in tracked if p in present]
         if both:
             p = both[pick % len(both)]
-            g.git("rm", "-q", "-f", p)
+            g.git("rm", "-q", "-f", "--sparse", p)
             return f"delete {p}"
     if op == "move":
         both = [p for p in tracked if p in present]
         if both and absent:
             src, dst = both[pick % len(both)], absent[(pick // 7) % len(absent)]
-            g.mv(src, dst)
+            (g.root / dst).parent.mkdir(parents=True, exist_ok=True)
+            g.git("mv", "--sparse", src, dst)  # into a directory outside the cone: staged, no file
             return f"move {src} {dst}"
+    if op == "sparse":
+        args = SPARSE[pick % len(SPARSE)]
+        g.git("sparse-checkout", *args)
+        return f"sparse-checkout {' '.join(args)}"
     if op == "commit":
-        g.commit("step")
+        g.git("add", "-A", "--sparse")  # also what lies outside the sparse set
+        g.git("commit", "-q", "--allow-empty", "-m", "step")
         return "commit"
     if op == "dirty_modify" and present:
         p = present[pick % len(present)]
@@ -242,18 +278,36 @@ def _apply(g: GitRepo, op: str, pick: int, content: str) -> str:
 @settings(max_examples=max(10, settings.default.max_examples // 2))
 # Sequences that once broke (or would break) layered builds over a dirty base.
 @example(initial=[("a.py", 0)], steps=[("untracked_add", 0, 3), ("worktree_delete", 1, 0)],
-         build_initial=False)
+         build_initial=False, compact_every=0)
 @example(initial=[("a.py", 0)], steps=[("dirty_modify", 0, 1), ("modify", 0, 1), ("commit", 0, 0)],
-         build_initial=False)
+         build_initial=False, compact_every=0)
 @example(initial=[("a.py", 0)], steps=[("add", 0, 2), ("add", 0, 2), ("worktree_delete", 1, 0)],
-         build_initial=False)
+         build_initial=False, compact_every=0)
+# Sparse sequences: a cone over a dirty tree, a staged move out of it, a sparse index, back.
+@example(initial=[("a.py", 0), ("pkg/c.py", 2), ("notes.txt", 5)],
+         steps=[("dirty_modify", 1, 1), ("sparse", 0, 0), ("move", 0, 0), ("sparse", 2, 0), ("commit", 0, 0),
+                ("sparse", 1, 0), ("add", 3, 3), ("sparse", 3, 0)], build_initial=True, compact_every=2)
+@example(initial=[("pkg/c.py", 2), ("pkg/d.py", 3), ("b.py", 1)],
+         steps=[("sparse", 2, 0), ("modify", 0, 4), ("untracked_add", 5, 1), ("sparse", 1, 0),
+                ("worktree_delete", 0, 0), ("commit", 0, 0)], build_initial=False, compact_every=0)
+# Compaction sequences: a dirty delta compacted, then deltas layered over the new base.
+@example(initial=[("a.py", 0), ("b.py", 1)], steps=[("worktree_delete", 0, 0), ("dirty_modify", 1, 4),
+                                                    ("commit", 0, 0), ("untracked_add", 2, 7), ("modify", 0, 3)],
+         build_initial=True, compact_every=1)
+@example(initial=[("a.py", 0)], steps=[("add", 0, 2), ("worktree_delete", 1, 0), ("add", 3, 5),
+                                       ("commit", 0, 0), ("move", 0, 1)],
+         build_initial=True, compact_every=2)
 @given(
     initial=st.lists(st.tuples(st.sampled_from(PATHS), st.integers(0, len(CONTENTS) - 1)),
                      min_size=1, max_size=4),
     steps=st.lists(step, min_size=1, max_size=8),
     build_initial=st.booleans(),
+    compact_every=st.sampled_from([0, 0, 1, 2]),
 )
-def test_incremental_equals_clean_build(initial, steps, build_initial):
+def test_incremental_equals_clean_build(initial, steps, build_initial, compact_every):
+    """... also when deltas are compacted into new bases (graph/compaction.py) every
+    ``compact_every`` builds: the compacted snapshot reads exactly as before, and later
+    deltas over it as clean builds."""
     with tempfile.TemporaryDirectory(prefix="cg-prop-") as tmp:
         root = Path(tmp)
         g = GitRepo(root / "repo")
@@ -283,6 +337,23 @@ def test_incremental_equals_clean_build(initial, steps, build_initial):
             assert snapshot_meta(inc_home, inc) == snapshot_meta(clean_home, clean), log
             dirty_blobs = {r[1] for r in t_inc["files"] if r[-1]}
             assert {c[0] for c in t_inc["contents"]} == dirty_blobs, log
-            # The inventory is exactly what git sees in the worktree.
+            if compact_every and (i + 1) % compact_every == 0 and inc_rs(inc_home, inc).entry(
+                    inc.snapshot_id).get("layout") == "delta":
+                done = compact(inc_rs(inc_home, inc), inc.snapshot_id, repo_path=str(g.root))
+                assert done is not None and done["layout"] == "full" and "base" not in done, log
+                assert done["content_id"] == clean.content_id, log
+                again = snapshot_tables(inc_home, inc)
+                for table in TABLES:
+                    assert again[table] == t_clean[table], ("compacted", table, log)
+                assert snapshot_meta(inc_home, inc) == snapshot_meta(clean_home, clean), log
+                # The paths a later delta redoes: exactly those of a clean full build.
+                assert full_overrides(inc_home, inc) == full_overrides(clean_home, clean), ("redo", log)
+            # The inventory is exactly what git sees in the worktree, plus the paths outside
+            # the sparse set; those hold their index blob (the commit's, unless staged).
+            skipped = {p: b for p, b in _skip_worktree(g).items() if not os.path.lexists(g.root / p)}
             assert sorted(r[0] for r in t_inc["files"]) == sorted(
-                set(_present(g)) | {p for p in _tracked(g) if os.path.lexists(g.root / p)}), log
+                set(_present(g)) | {p for p in _tracked(g) if os.path.lexists(g.root / p)} | set(skipped)), log
+            rows = {r[0]: r for r in t_inc["files"]}
+            for p, blob in skipped.items():
+                head_blob = g.git("rev-parse", f"HEAD:{p}", check=False) or None
+                assert (rows[p][1], rows[p][-1]) == (blob, blob != head_blob), (p, log)

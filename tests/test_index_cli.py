@@ -242,14 +242,14 @@ def test_gc_keeps_last_n_and_exact_current(repo, run_cli, home: Home):
 
     dry = run_json(run_cli, "gc", "--keep-last", "1", "--dry-run", "--json")
     assert dry["retired"] == [s1["snapshot_id"]]
-    assert rs.snapshot_path(s1["snapshot_id"]).exists()
+    assert rs.snapshot_files(s1["snapshot_id"])
 
     res = run_json(run_cli, "gc", "--keep-last", "1", "--json")
     assert res["retired"] == [s1["snapshot_id"]]
     assert set(res["kept"]) == {s2["snapshot_id"], s3["snapshot_id"]}
-    assert not rs.snapshot_path(s1["snapshot_id"]).exists()
-    assert rs.snapshot_path(s2["snapshot_id"]).exists()
-    assert rs.snapshot_path(s3["snapshot_id"]).exists()
+    assert not rs.snapshot_files(s1["snapshot_id"])
+    assert rs.snapshot_files(s2["snapshot_id"])
+    assert rs.snapshot_files(s3["snapshot_id"])
 
     st = run_json(run_cli, "status", "--json", str(repo.root))
     states = {s["snapshot_id"]: s["state"] for s in st["snapshots"]}
@@ -287,7 +287,7 @@ def test_gc_keeps_what_the_exact_current_snapshot_reads_through(repo, run_cli, h
     assert cur["snapshot_id"] in res["kept"]
     if base:
         assert base == old["snapshot_id"]
-        assert base in res["kept"] and rs.snapshot_path(base).exists()
+        assert base in res["kept"] and rs.snapshot_files(base)
     else:
         assert res["retired"] == [old["snapshot_id"]]
     sym = run_cli("symbols", str(repo.root / "b.py"), "--json")

@@ -122,3 +122,38 @@ def test_serve_stops_cleanly(repo, home, serve):
     assert s.stop(signal.SIGTERM) == 0
     assert "stopped" in s.log()
     assert read_record(home) is None
+
+
+def test_the_service_compacts_a_grown_delta_in_the_background(repo, home, run_cli, serve):
+    """A published delta holding COMPACT_MIN_PATHS paths is compacted by the service
+    after the publish (graph/compaction.py): the same snapshot becomes a full one that
+    reads the same, and the next commit's delta is layered over it."""
+    from citegraph.graph.compaction import COMPACT_MIN_PATHS
+
+    n = COMPACT_MIN_PATHS + 8
+    for i in range(n):
+        repo.write(f"m/f{i}.py", f"def f{i}():\n    return 1\n")
+    c1 = repo.commit("c1")
+    s = serve(str(repo.root))
+    wait_exact(run_cli, repo.root, c1, False)
+    for i in range(COMPACT_MIN_PATHS):
+        repo.write(f"m/f{i}.py", f"def f{i}():\n    return 2\n\n\ndef g{i}():\n    return 3\n")
+    c2 = repo.commit("c2")
+    st = wait_exact(run_cli, repo.root, c2, False)
+    from citegraph.graph.store import Home
+
+    rs = Home.open(home.root).repo(st["repository_id"])
+    deadline = time.monotonic() + TIMEOUT
+    while rs.entry(st["snapshot_id"]).get("layout") != "full":
+        assert time.monotonic() < deadline, s.log()
+        time.sleep(0.1)
+    entry = rs.entry(st["snapshot_id"])
+    assert entry["compacted_from"] and "base" not in entry and entry["files"] == n
+    assert "compacted" in s.log()
+    sym = js(run_cli("symbols", str(repo.root / "m" / "f3.py"), "--json", timeout=TIMEOUT))
+    assert [x["name"] for x in sym["symbols"]] == ["f3", "g3"]
+    repo.write("m/f1.py", "def only():\n    pass\n")
+    c3 = repo.commit("c3")
+    st3 = wait_exact(run_cli, repo.root, c3, False)
+    top = rs.entry(st3["snapshot_id"])
+    assert top["base"] == st["snapshot_id"] and top["delta_paths"] == 1

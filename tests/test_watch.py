@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from stall_launcher import stalled_argv
 
 from citegraph.graph.current import current_state
 from citegraph.graph.store import Home
@@ -21,12 +22,15 @@ TIMEOUT = 30.0
 
 
 class WatchProc:
-    def __init__(self, home: Home, log: Path, *args: str, env: dict | None = None) -> None:
+    def __init__(self, home: Home, log: Path, *args: str, env: dict | None = None,
+                 stall: tuple[str, Path, float] | None = None) -> None:
+        """``stall``: (stage, marker, seconds) — builds stall there (tests/stall_launcher.py)."""
         self.log = log
         self.fh = open(log, "w")
         full_env = {**os.environ, "CITEGRAPH_HOME": str(home.root), **(env or {})}
-        self.p = subprocess.Popen([sys.executable, "-m", "citegraph.cli.main", "watch", *args],
-                                  env=full_env, stdout=subprocess.DEVNULL, stderr=self.fh)
+        argv = stalled_argv(*stall, "watch", *args) if stall else \
+            [sys.executable, "-m", "citegraph.cli.main", "watch", *args]
+        self.p = subprocess.Popen(argv, env=full_env, stdout=subprocess.DEVNULL, stderr=self.fh)
 
     def lines(self) -> list[str]:
         return self.log.read_text().splitlines()
@@ -202,8 +206,7 @@ def test_stop_during_a_build_abandons_it_safely(repo, home, tmp_path, procs):
     c2 = repo.commit("c2")
     marker = tmp_path / "stalled"
     w = WatchProc(home, tmp_path / "w1.log", str(repo.root), "--debounce-ms", "50",
-                  env={"CITEGRAPH_TEST_STALL_AT": "extract", "CITEGRAPH_TEST_STALL_MARKER": str(marker),
-                       "CITEGRAPH_TEST_STALL_SECONDS": "60"})
+                  stall=("extract", marker, 60))
     procs.append(w)
     deadline = time.monotonic() + TIMEOUT
     while not marker.exists():
