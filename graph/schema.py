@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-SNAPSHOT_SCHEMA_VERSION = 4  # 3: escaped (stored) paths, not-regular rows; 4: damage regions
+SNAPSHOT_SCHEMA_VERSION = 5  # 3: escaped (stored) paths, not-regular rows; 4: damage regions;
+# 5: resolved edges (graph/edge_resolution.py)
 FACTS_SCHEMA_VERSION = 3  # 3: damage regions
 
 SNAPSHOT_DDL = """
@@ -21,6 +22,9 @@ CREATE TABLE damage(path VARCHAR NOT NULL, start_byte BIGINT NOT NULL, end_byte 
   error_line INTEGER NOT NULL, construct VARCHAR NOT NULL, blob_id VARCHAR NOT NULL);
 CREATE TABLE contents(blob_id VARCHAR PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE overrides(path VARCHAR NOT NULL);
+CREATE TABLE resolved_edges(path VARCHAR NOT NULL, source_handle VARCHAR, kind VARCHAR NOT NULL,
+  target VARCHAR NOT NULL, line INTEGER NOT NULL, target_handle VARCHAR, target_path VARCHAR,
+  tier VARCHAR NOT NULL, rule VARCHAR);
 """
 
 SNAPSHOT_INDEXES = """
@@ -30,6 +34,12 @@ CREATE INDEX symbols_handle ON symbols(handle);
 CREATE INDEX symbols_fragment ON symbols(fragment_hash);
 CREATE INDEX symbols_path ON symbols(path);
 CREATE INDEX damage_path ON damage(path);
+"""
+# ``resolved_edges`` is derived per snapshot from the (union) rows and never layered: a
+# delta snapshot holds the resolution of its whole union (graph/edge_resolution.py).
+RESOLVED_INDEXES = """
+CREATE INDEX resolved_source ON resolved_edges(source_handle);
+CREATE INDEX resolved_target ON resolved_edges(target_handle);
 """
 
 # The facts cache holds, per (blob, language), the file facts and the snapshot rows as

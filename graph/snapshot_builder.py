@@ -26,7 +26,7 @@ import duckdb
 import pyarrow as pa
 import pygit2
 
-from citegraph.graph import coverage_summary
+from citegraph.graph import coverage_summary, edge_resolution
 from citegraph.graph.fact_rows import Columns, add_rows, empty_columns, rehome
 from citegraph.graph.identity import note_clone
 from citegraph.graph.schema import (
@@ -667,6 +667,7 @@ def _assemble(target: _Target, rs: RepoStore, stats: BuildStats, progress: Progr
             out.execute("DETACH base")
         else:
             total, n_symbols, n_files = own_sum, own_symbols, len(rows)
+        edge_resolution.write_resolution(out, rs.snapshot_path(plan.base["snapshot_id"]) if plan.base else None)
         content_id = _content_id(total)
         if plan.base is None or len(rows) > INDEX_MIN_ROWS:
             out.execute(SNAPSHOT_INDEXES)  # a small delta is scanned faster than indexed

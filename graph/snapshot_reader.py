@@ -75,6 +75,8 @@ class Snapshot:
                 for t in (*LAYERED_TABLES, "contents"):
                     con.execute(f"CREATE TEMP VIEW {t} AS SELECT * FROM {d}.{t}")
             con.execute(f"CREATE TEMP VIEW meta AS SELECT * FROM {d}.meta")
+            # Derived per snapshot over its whole union, never layered (graph/edge_resolution.py).
+            con.execute(f"CREATE TEMP VIEW resolved_edges AS SELECT * FROM {d}.resolved_edges")
         except BaseException:
             _release(con, aliases)
             raise

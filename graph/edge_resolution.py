@@ -1,0 +1,341 @@
+"""Edge resolution (SPEC §21, docs/graph.md): each ``calls``/``references``/``inherits``
+/``imports`` edge's target name resolved to a symbol handle where exactly one candidate
+fits the language's scoping, with an authority tier.
+
+Why derived data: an edge's resolution depends on other files (an imported module, a
+name defined once in the repository), so it cannot be cached per blob like the edge rows
+are. It is computed per snapshot, by SQL, from the snapshot's own (for a delta: the union)
+symbol, edge and file rows, after they are written and before the snapshot is published.
+A delta snapshot stores the resolution of the whole union (not layered over its base's):
+it is a pure function of the union rows, so an incremental snapshot's resolution is
+identical to a clean build's by construction (tests/test_incremental.py compares it).
+Measured cost: bench/RESULTS.md "Edge resolution".
+
+Rules, first level with a candidate decides (docs/graph.md):
+1. ``scope``: children, named so, of the edge's source symbol or of its nearest enclosing
+   symbol that has such a child (a method calling ``self.helper`` finds ``Cls.helper``),
+   the file's top-level symbols last (the module scope);
+2. ``file``: any symbol of the same file (a method of another class);
+3. ``package``: the same directory, for languages whose package is the directory (Go, Java);
+4. ``import``: symbols of the files the edge's file imports (import targets mapped to
+   files per language, ``import_files``);
+5. ``repository``: the one symbol of that name in the repository (same language family).
+Exactly one candidate at levels 1-4 → tier ``resolved``; at level 5 → ``name-only`` (a
+unique name, not a scoping fact); none, or several at the deciding level → ``unresolved``
+(an ambiguous name is never guessed). Candidate kinds fit the edge kind: calls reach
+callables, inherits reach types, references reach anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import posixpath
+from collections import defaultdict
+from collections.abc import Iterable
+
+import duckdb
+import pyarrow as pa
+
+RESOLVED_EDGE_COLUMNS = ("path", "source_handle", "kind", "target", "line", "target_handle", "target_path",
+                         "tier", "rule")
+TIERS = ("resolved", "name-only", "unresolved")
+RESOLVED_KINDS = ("calls", "references", "inherits", "imports")
+
+CALLABLE = ("function", "method", "class", "struct", "record", "object")
+TYPES = ("class", "interface", "trait", "struct", "type", "protocol", "record", "enum", "object")
+# Languages that see each other's symbols (a TypeScript file imports JavaScript).
+FAMILY = {"typescript": "js", "tsx": "js", "javascript": "js"}
+PACKAGE_IS_DIRECTORY = ("go", "java")
+
+JS_EXTS = (".ts", ".tsx", ".d.ts", ".js", ".jsx", ".mjs", ".cjs", ".mts", ".cts")
+
+
+def write_resolution(con: duckdb.DuckDBPyConnection, base_path: str | os.PathLike[str] | None = None) -> int:
+    """Fill ``resolved_edges`` of the snapshot being built on ``con`` (its own tables, laid
+    over the base snapshot at ``base_path`` for a delta, as readers see them). Returns the
+    number of rows written."""
+    alias = None
+    if base_path is not None:
+        alias = "_resolve_base"
+        quoted = str(base_path).replace("'", "''")
+        con.execute(f"ATTACH '{quoted}' AS {alias} (READ_ONLY)")
+    try:
+        for t in ("symbols", "edges", "files"):
+            if alias:
+                con.execute(f"CREATE OR REPLACE TEMP VIEW _u_{t} AS SELECT * FROM main.{t} UNION ALL "
+                            f"SELECT x.* FROM {alias}.{t} x WHERE NOT EXISTS "
+                            f"(SELECT 1 FROM main.overrides o WHERE o.path = x.path)")
+            else:
+                con.execute(f"CREATE OR REPLACE TEMP VIEW _u_{t} AS SELECT * FROM main.{t}")
+        con.execute("INSERT INTO main.resolved_edges " + resolution_sql("_u_symbols", "_u_edges", "_u_files",
+                                                                        _import_table(con)))
+        return int(con.execute("SELECT count(*) FROM main.resolved_edges").fetchall()[0][0])
+    finally:
+        con.unregister("_imports")
+        for t in ("symbols", "edges", "files"):
+            with contextlib.suppress(duckdb.Error):
+                con.execute(f"DROP VIEW IF EXISTS _u_{t}")
+        if alias:
+            con.execute(f"DETACH {alias}")
+
+
+def _import_table(con: duckdb.DuckDBPyConnection) -> str:
+    """Register ``_imports`` (path, target, target_path, item): the files each import edge
+    names, and the item it names inside them when the last segment was not a module."""
+    files = con.execute("SELECT path, language FROM _u_files WHERE language IS NOT NULL").fetchall()
+    imports = con.execute("SELECT DISTINCT e.path, f.language, e.target FROM _u_edges e JOIN _u_files f "
+                          "ON f.path = e.path WHERE e.kind = 'imports'").fetchall()
+    cols: dict[str, list] = {"path": [], "target": [], "target_path": [], "item": []}
+    index = FileIndex(files)
+    for path, lang, target in imports:
+        for tp, item in import_files(index, path, lang, target):
+            cols["path"].append(path)
+            cols["target"].append(target)
+            cols["target_path"].append(tp)
+            cols["item"].append(item)
+    con.register("_imports", pa.table({k: pa.array(v, pa.string()) for k, v in cols.items()}))
+    return "_imports"
+
+
+class FileIndex:
+    """The snapshot's source paths, indexed for import mapping."""
+
+    def __init__(self, files: Iterable[tuple[str, str]]) -> None:
+        self.paths: set[str] = set()
+        self.by_dir: dict[str, list[str]] = defaultdict(list)
+        self.by_suffix: dict[str, list[str]] = defaultdict(list)  # last two path parts → paths
+        self.crates: dict[str, str] = {}  # Rust crate name → its src directory
+        for path, lang in files:
+            self.paths.add(path)
+            d = posixpath.dirname(path)
+            self.by_dir[d].append(path)
+            parts = path.split("/")
+            self.by_suffix["/".join(parts[-2:])].append(path)
+            if lang == "rust" and (path.endswith("/src/lib.rs") or path == "src/lib.rs"):
+                root = posixpath.dirname(posixpath.dirname(path))
+                name = posixpath.basename(root).replace("-", "_") if root else ""
+                if name:
+                    self.crates.setdefault(name, posixpath.dirname(path))
+        self.dirs = set(self.by_dir)
+
+    def ending_with(self, rel: str) -> list[str]:
+        """Paths equal to ``rel`` or ending with ``/rel``."""
+        parts = rel.split("/")
+        return sorted(p for p in self.by_suffix.get("/".join(parts[-2:]), ())
+                      if p == rel or p.endswith("/" + rel))
+
+    def dirs_ending_with(self, rel: str) -> list[str]:
+        return sorted(d for d in self.dirs if d == rel or d.endswith("/" + rel))
+
+
+def import_files(index: FileIndex, path: str, language: str, target: str) -> list[tuple[str, str | None]]:
+    """The files an import ``target`` written in ``path`` names (with the item named inside
+    them, if any); empty when it names nothing in the snapshot (an external package)."""
+    if language == "python":
+        return _python(index, path, target)
+    if FAMILY.get(language) == "js":
+        return _js(index, path, target)
+    if language == "go":
+        return _go(index, target)
+    if language == "rust":
+        return _rust(index, path, target)
+    if language == "java":
+        return _java(index, target)
+    return []
+
+
+def _python(index: FileIndex, path: str, target: str) -> list[tuple[str, str | None]]:
+    dots = len(target) - len(target.lstrip("."))
+    rest = target[dots:].replace(".", "/")
+    if dots:
+        base = posixpath.dirname(path)
+        for _ in range(dots - 1):
+            base = posixpath.dirname(base)
+        stem = posixpath.join(base, rest) if rest else base
+        cands = [f"{stem}.py", f"{stem}/__init__.py"] if rest else [f"{stem}/__init__.py"]
+        return [(c, None) for c in cands if c in index.paths]
+    if not rest:
+        return []
+    found = index.ending_with(f"{rest}.py") or index.ending_with(f"{rest}/__init__.py")
+    if not found:
+        # A namespace package (no __init__.py): ``from pkg import mod`` names its modules.
+        dirs = index.dirs_ending_with(rest)
+        if len(dirs) == 1:
+            found = [p for p in index.by_dir[dirs[0]] if p.endswith(".py")]
+    return [(p, None) for p in sorted(found)]
+
+
+def _js(index: FileIndex, path: str, target: str) -> list[tuple[str, str | None]]:
+    if not target.startswith("."):
+        return []  # a package (node_modules, a path alias): not resolved
+    stem = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
+    if stem.startswith(".."):
+        return []
+    if stem in index.paths:
+        return [(stem, None)]
+    base, ext = posixpath.splitext(stem)
+    cands = [stem + e for e in JS_EXTS] + [f"{stem}/index{e}" for e in JS_EXTS]
+    if ext in (".js", ".jsx", ".mjs", ".cjs"):  # TypeScript ESM imports name the emitted file
+        cands += [base + e for e in (".ts", ".tsx", ".mts", ".cts")]
+    for c in cands:
+        if c in index.paths:
+            return [(c, None)]
+    return []
+
+
+def _go(index: FileIndex, target: str) -> list[tuple[str, str | None]]:
+    parts = target.split("/")
+    for n in range(len(parts), 0, -1):  # the longest directory suffix that exists
+        dirs = index.dirs_ending_with("/".join(parts[-n:]))
+        if dirs:
+            if len(dirs) > 1:
+                return []  # two packages could be meant: name none
+            return [(p, None) for p in sorted(index.by_dir[dirs[0]]) if p.endswith(".go")]
+        if n <= 1:
+            break
+    return []
+
+
+def _rust(index: FileIndex, path: str, target: str) -> list[tuple[str, str | None]]:
+    segs = [s for s in target.split("::") if s]
+    if not segs:
+        return []
+    here = posixpath.dirname(path)
+    if len(segs) == 1 and segs[0] not in ("crate", "self", "super"):  # `mod foo;` / `extern crate`
+        stem = posixpath.splitext(posixpath.basename(path))[0]
+        own = here if stem in ("mod", "lib", "main") else posixpath.join(here, stem)
+        for c in (f"{own}/{segs[0]}.rs", f"{own}/{segs[0]}/mod.rs"):
+            if c.lstrip("/") in index.paths:
+                return [(c.lstrip("/"), None)]
+        root = index.crates.get(segs[0])
+        return [(f"{root}/lib.rs", None)] if root else []
+    head, rest = segs[0], segs[1:]
+    stem = posixpath.splitext(posixpath.basename(path))[0]
+    own = here if stem in ("mod", "lib", "main") else posixpath.join(here, stem)
+    if head == "crate":
+        root = _crate_src(path)
+    elif head == "self":
+        root = own
+    elif head == "super":
+        root = posixpath.dirname(own)
+        while rest and rest[0] == "super":
+            root, rest = posixpath.dirname(root), rest[1:]
+    else:
+        root = index.crates.get(head)
+    if root is None:
+        return []
+    for n in range(len(rest), -1, -1):  # the longest module path that is a file
+        mod = "/".join(rest[:n])
+        item = rest[n] if n < len(rest) else None
+        cands = ([f"{root}/{mod}.rs", f"{root}/{mod}/mod.rs"] if mod
+                 else [f"{root}/lib.rs", f"{root}/main.rs", f"{root}/mod.rs", f"{root}.rs"])
+        for c in cands:
+            c = c.lstrip("/")
+            if c in index.paths:
+                return [(c, item)]
+    return []
+
+
+def _crate_src(path: str) -> str | None:
+    """The ``src`` directory of the crate holding ``path`` (None outside one)."""
+    parts = path.split("/")[:-1]
+    for i in range(len(parts) - 1, -1, -1):
+        if parts[i] == "src":
+            return "/".join(parts[: i + 1])
+    return None
+
+
+def _java(index: FileIndex, target: str) -> list[tuple[str, str | None]]:
+    segs = target.split(".")
+    for n in range(len(segs), 0, -1):
+        found = index.ending_with("/".join(segs[:n]) + ".java")
+        if found:
+            item = segs[n] if n < len(segs) else None
+            return [(p, item) for p in found]
+    dirs = index.dirs_ending_with("/".join(segs))  # a wildcard import of a package
+    if len(dirs) == 1:
+        return [(p, None) for p in sorted(index.by_dir[dirs[0]]) if p.endswith(".java")]
+    return []
+
+
+def _kinds(values: tuple[str, ...]) -> str:
+    return "(" + ", ".join(f"'{v}'" for v in values) + ")"
+
+
+def resolution_sql(symbols: str, edges: str, files: str, imports: str) -> str:
+    """The SELECT producing ``resolved_edges`` rows from the named relations."""
+    fits = (f"(e.kind = 'references' OR (e.kind = 'calls' AND s.kind IN {_kinds(CALLABLE)}) "
+            f"OR (e.kind = 'inherits' AND s.kind IN {_kinds(TYPES)}))")
+    family = "coalesce(CASE {l} WHEN 'typescript' THEN 'js' WHEN 'tsx' THEN 'js' WHEN 'javascript' THEN 'js' END, {l})"
+    kind_class = (f"CASE WHEN s.kind IN {_kinds(CALLABLE)} THEN 'calls' END AS k1, "
+                  f"CASE WHEN s.kind IN {_kinds(TYPES)} THEN 'inherits' END AS k2")
+    return f"""
+WITH RECURSIVE e AS (
+  SELECT row_number() OVER (ORDER BY e.path, e.line, e.source_handle, e.kind, e.target) AS eid, e.*,
+    f.language AS lang, {family.format(l='f.language')} AS fam,
+    CASE WHEN e.kind = 'imports' THEN NULL
+         ELSE regexp_extract(e.target, '([^.:]+)$', 1) END AS name
+  FROM {edges} e LEFT JOIN {files} f ON f.path = e.path
+  WHERE e.kind IN {_kinds(RESOLVED_KINDS)}
+),
+anc AS (
+  SELECT e.eid, e.source_handle AS handle, 0 AS depth FROM e WHERE e.source_handle IS NOT NULL AND e.name IS NOT NULL
+  UNION ALL
+  SELECT a.eid, s.parent_handle, a.depth + 1 FROM anc a JOIN {symbols} s ON s.handle = a.handle
+  WHERE s.parent_handle IS NOT NULL AND a.depth < 16
+),
+named AS (
+  SELECT s.*, {kind_class}, {family.format(l='s.language')} AS fam FROM {symbols} s
+),
+uniq AS (  -- per (family, name, kind class): how many symbols, and the one when unique
+  SELECT fam, name, 'references' AS ek, count(*) AS n, min(handle) AS h, min(path) AS p FROM named GROUP BY fam, name
+  UNION ALL SELECT fam, name, 'calls', count(*), min(handle), min(path) FROM named WHERE k1 IS NOT NULL
+    GROUP BY fam, name
+  UNION ALL SELECT fam, name, 'inherits', count(*), min(handle), min(path) FROM named WHERE k2 IS NOT NULL
+    GROUP BY fam, name
+),
+cand AS (
+  SELECT a.eid, 1 AS lvl, a.depth AS sub, s.handle, s.path, 1 AS cnt FROM anc a JOIN e ON e.eid = a.eid
+    JOIN {symbols} s ON s.parent_handle = a.handle AND s.name = e.name WHERE {fits}
+  UNION ALL
+  SELECT e.eid, 1, 99, s.handle, s.path, 1 FROM e JOIN {symbols} s ON s.path = e.path AND s.name = e.name
+    AND s.parent_handle IS NULL WHERE {fits}
+  UNION ALL
+  SELECT e.eid, 2, 0, s.handle, s.path, 1 FROM e JOIN {symbols} s ON s.path = e.path AND s.name = e.name
+    WHERE {fits}
+  UNION ALL
+  SELECT e.eid, 3, 0, s.handle, s.path, 1 FROM e JOIN {symbols} s ON s.name = e.name AND s.language = e.lang
+    AND s.path <> e.path AND parse_dirpath(s.path) = parse_dirpath(e.path)
+    WHERE e.lang IN {_kinds(PACKAGE_IS_DIRECTORY)} AND {fits}
+  UNION ALL
+  SELECT e.eid, 4, 0, s.handle, s.path, 1 FROM e JOIN {imports} i ON i.path = e.path
+    JOIN {symbols} s ON s.path = i.target_path AND s.name = e.name WHERE {fits}
+  UNION ALL
+  SELECT e.eid, 5, 0, u.h, u.p, u.n FROM e JOIN uniq u ON u.fam = e.fam AND u.name = e.name AND u.ek = e.kind
+),
+best AS (
+  SELECT eid, lvl, CASE WHEN lvl = 5 THEN max(cnt) ELSE count(DISTINCT handle) END AS n,
+    min(handle) AS h, min(path) AS p
+  FROM cand GROUP BY eid, lvl, sub
+  QUALIFY row_number() OVER (PARTITION BY eid ORDER BY lvl, sub) = 1
+),
+imp AS (  -- import edges: the file named (one), and the item inside it when one is named
+  SELECT i.path, i.target, count(DISTINCT i.target_path) AS n, min(i.target_path) AS tp, min(i.item) AS item
+  FROM {imports} i GROUP BY i.path, i.target
+),
+imp_item AS (
+  SELECT m.path, m.target, min(s.handle) AS h FROM imp m JOIN {symbols} s ON m.n = 1 AND s.path = m.tp
+    AND s.name = m.item AND s.parent_handle IS NULL GROUP BY m.path, m.target HAVING count(*) = 1
+)
+SELECT e.path, e.source_handle, e.kind, e.target, e.line,
+  CASE WHEN e.kind = 'imports' THEN ii.h WHEN b.n = 1 THEN b.h END AS target_handle,
+  CASE WHEN e.kind = 'imports' THEN CASE WHEN m.n = 1 THEN m.tp END WHEN b.n = 1 THEN b.p END AS target_path,
+  CASE WHEN e.kind = 'imports' THEN CASE WHEN m.n = 1 THEN 'resolved' ELSE 'unresolved' END
+       WHEN b.n = 1 AND b.lvl = 5 THEN 'name-only' WHEN b.n = 1 THEN 'resolved' ELSE 'unresolved' END AS tier,
+  CASE WHEN e.kind = 'imports' THEN CASE WHEN m.n = 1 THEN 'import' END
+       WHEN b.n = 1 THEN ['scope', 'file', 'package', 'import', 'repository'][b.lvl] END AS rule
+FROM e LEFT JOIN best b ON b.eid = e.eid
+LEFT JOIN imp m ON e.kind = 'imports' AND m.path = e.path AND m.target = e.target
+LEFT JOIN imp_item ii ON e.kind = 'imports' AND ii.path = e.path AND ii.target = e.target
+"""
