@@ -68,11 +68,17 @@ def write_resolution(con: duckdb.DuckDBPyConnection, base_path: str | os.PathLik
                             f"(SELECT 1 FROM main.overrides o WHERE o.path = x.path)")
             else:
                 con.execute(f"CREATE OR REPLACE TEMP VIEW _u_{t} AS SELECT * FROM main.{t}")
-        con.execute("INSERT INTO main.resolved_edges " + resolution_sql("_u_symbols", "_u_edges", "_u_files",
-                                                                        _import_table(con)))
+        steps = resolution_steps("_u_symbols", "_u_edges", "_u_files", _import_table(con))
+        for name, sql in steps:
+            con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {sql}")
+        con.execute("INSERT INTO main.resolved_edges " + FINAL_SQL)
         return int(con.execute("SELECT count(*) FROM main.resolved_edges").fetchall()[0][0])
     finally:
-        con.unregister("_imports")
+        with contextlib.suppress(duckdb.Error):
+            con.unregister("_imports")
+        for name in ("_r_e", "_r_s", "_r_anc", "_r_imp", "_r_imp_syms", "_r_uniq", "_r_cand", "_r_best", "_r_impe"):
+            with contextlib.suppress(duckdb.Error):
+                con.execute(f"DROP TABLE IF EXISTS {name}")
         for t in ("symbols", "edges", "files"):
             with contextlib.suppress(duckdb.Error):
                 con.execute(f"DROP VIEW IF EXISTS _u_{t}")
@@ -106,6 +112,7 @@ class FileIndex:
         self.by_dir: dict[str, list[str]] = defaultdict(list)
         self.by_suffix: dict[str, list[str]] = defaultdict(list)  # last two path parts → paths
         self.crates: dict[str, str] = {}  # Rust crate name → its src directory
+        self._seen_dirs: set[str] = set()
         for path, lang in files:
             self.paths.add(path)
             d = posixpath.dirname(path)
@@ -118,6 +125,12 @@ class FileIndex:
                 if name:
                     self.crates.setdefault(name, posixpath.dirname(path))
         self.dirs = set(self.by_dir)
+        self.dirs_by_name: dict[str, list[str]] = defaultdict(list)  # last directory part → dirs
+        for d in self.dirs:
+            while d and d not in self._seen_dirs:
+                self._seen_dirs.add(d)
+                self.dirs_by_name[posixpath.basename(d)].append(d)
+                d = posixpath.dirname(d)
 
     def ending_with(self, rel: str) -> list[str]:
         """Paths equal to ``rel`` or ending with ``/rel``."""
@@ -126,7 +139,9 @@ class FileIndex:
                       if p == rel or p.endswith("/" + rel))
 
     def dirs_ending_with(self, rel: str) -> list[str]:
-        return sorted(d for d in self.dirs if d == rel or d.endswith("/" + rel))
+        """Directories holding source files (directly) equal to ``rel`` or ending with ``/rel``."""
+        return sorted(d for d in self.dirs_by_name.get(posixpath.basename(rel), ())
+                      if d in self.dirs and (d == rel or d.endswith("/" + rel)))
 
 
 def import_files(index: FileIndex, path: str, language: str, target: str) -> list[tuple[str, str | None]]:
@@ -263,79 +278,80 @@ def _kinds(values: tuple[str, ...]) -> str:
     return "(" + ", ".join(f"'{v}'" for v in values) + ")"
 
 
-def resolution_sql(symbols: str, edges: str, files: str, imports: str) -> str:
-    """The SELECT producing ``resolved_edges`` rows from the named relations."""
+def resolution_steps(symbols: str, edges: str, files: str, imports: str) -> list[tuple[str, str]]:
+    """(temp table, SELECT) steps, run in order, then ``FINAL_SQL`` over them. Each step is
+    materialised once (a CTE referenced by several branches would be recomputed), and the
+    import level joins edges with the pre-joined symbols of imported files (joining
+    edges × imports first multiplies rows by the imports of each file: 5.7 s on ruff)."""
     fits = (f"(e.kind = 'references' OR (e.kind = 'calls' AND s.kind IN {_kinds(CALLABLE)}) "
             f"OR (e.kind = 'inherits' AND s.kind IN {_kinds(TYPES)}))")
     family = "coalesce(CASE {l} WHEN 'typescript' THEN 'js' WHEN 'tsx' THEN 'js' WHEN 'javascript' THEN 'js' END, {l})"
-    kind_class = (f"CASE WHEN s.kind IN {_kinds(CALLABLE)} THEN 'calls' END AS k1, "
-                  f"CASE WHEN s.kind IN {_kinds(TYPES)} THEN 'inherits' END AS k2")
-    return f"""
-WITH RECURSIVE e AS (
-  SELECT row_number() OVER (ORDER BY e.path, e.line, e.source_handle, e.kind, e.target) AS eid, e.*,
-    f.language AS lang, {family.format(l='f.language')} AS fam,
-    CASE WHEN e.kind = 'imports' THEN NULL
-         ELSE regexp_extract(e.target, '([^.:]+)$', 1) END AS name
-  FROM {edges} e LEFT JOIN {files} f ON f.path = e.path
-  WHERE e.kind IN {_kinds(RESOLVED_KINDS)}
-),
-anc AS (
-  SELECT e.eid, e.source_handle AS handle, 0 AS depth FROM e WHERE e.source_handle IS NOT NULL AND e.name IS NOT NULL
+    return [
+        ("_r_e", f"""
+SELECT row_number() OVER () AS eid, e.path, e.source_handle, e.kind, e.target, e.line,
+  f.language AS lang, {family.format(l='f.language')} AS fam,
+  CASE WHEN e.kind = 'imports' THEN NULL ELSE regexp_extract(e.target, '([^.:]+)$', 1) END AS name
+FROM {edges} e LEFT JOIN {files} f ON f.path = e.path
+WHERE e.kind IN {_kinds(RESOLVED_KINDS)}"""),
+        ("_r_s", f"""
+SELECT handle, path, language, kind, name, parent_handle, {family.format(l='language')} AS fam,
+  kind IN {_kinds(CALLABLE)} AS callable, kind IN {_kinds(TYPES)} AS is_type FROM {symbols}"""),
+        ("_r_anc", """
+WITH RECURSIVE anc(eid, handle, depth) AS (
+  SELECT eid, source_handle, 0 FROM _r_e WHERE source_handle IS NOT NULL AND name IS NOT NULL
   UNION ALL
-  SELECT a.eid, s.parent_handle, a.depth + 1 FROM anc a JOIN {symbols} s ON s.handle = a.handle
+  SELECT a.eid, s.parent_handle, a.depth + 1 FROM anc a JOIN _r_s s ON s.handle = a.handle
   WHERE s.parent_handle IS NOT NULL AND a.depth < 16
-),
-named AS (
-  SELECT s.*, {kind_class}, {family.format(l='s.language')} AS fam FROM {symbols} s
-),
-uniq AS (  -- per (family, name, kind class): how many symbols, and the one when unique
-  SELECT fam, name, 'references' AS ek, count(*) AS n, min(handle) AS h, min(path) AS p FROM named GROUP BY fam, name
-  UNION ALL SELECT fam, name, 'calls', count(*), min(handle), min(path) FROM named WHERE k1 IS NOT NULL
-    GROUP BY fam, name
-  UNION ALL SELECT fam, name, 'inherits', count(*), min(handle), min(path) FROM named WHERE k2 IS NOT NULL
-    GROUP BY fam, name
-),
-cand AS (
-  SELECT a.eid, 1 AS lvl, a.depth AS sub, s.handle, s.path, 1 AS cnt FROM anc a JOIN e ON e.eid = a.eid
-    JOIN {symbols} s ON s.parent_handle = a.handle AND s.name = e.name WHERE {fits}
-  UNION ALL
-  SELECT e.eid, 1, 99, s.handle, s.path, 1 FROM e JOIN {symbols} s ON s.path = e.path AND s.name = e.name
-    AND s.parent_handle IS NULL WHERE {fits}
-  UNION ALL
-  SELECT e.eid, 2, 0, s.handle, s.path, 1 FROM e JOIN {symbols} s ON s.path = e.path AND s.name = e.name
-    WHERE {fits}
-  UNION ALL
-  SELECT e.eid, 3, 0, s.handle, s.path, 1 FROM e JOIN {symbols} s ON s.name = e.name AND s.language = e.lang
-    AND s.path <> e.path AND parse_dirpath(s.path) = parse_dirpath(e.path)
-    WHERE e.lang IN {_kinds(PACKAGE_IS_DIRECTORY)} AND {fits}
-  UNION ALL
-  SELECT e.eid, 4, 0, s.handle, s.path, 1 FROM e JOIN {imports} i ON i.path = e.path
-    JOIN {symbols} s ON s.path = i.target_path AND s.name = e.name WHERE {fits}
-  UNION ALL
-  SELECT e.eid, 5, 0, u.h, u.p, u.n FROM e JOIN uniq u ON u.fam = e.fam AND u.name = e.name AND u.ek = e.kind
-),
-best AS (
-  SELECT eid, lvl, CASE WHEN lvl = 5 THEN max(cnt) ELSE count(DISTINCT handle) END AS n,
-    min(handle) AS h, min(path) AS p
-  FROM cand GROUP BY eid, lvl, sub
-  QUALIFY row_number() OVER (PARTITION BY eid ORDER BY lvl, sub) = 1
-),
-imp AS (  -- import edges: the file named (one), and the item inside it when one is named
-  SELECT i.path, i.target, count(DISTINCT i.target_path) AS n, min(i.target_path) AS tp, min(i.item) AS item
-  FROM {imports} i GROUP BY i.path, i.target
-),
-imp_item AS (
-  SELECT m.path, m.target, min(s.handle) AS h FROM imp m JOIN {symbols} s ON m.n = 1 AND s.path = m.tp
-    AND s.name = m.item AND s.parent_handle IS NULL GROUP BY m.path, m.target HAVING count(*) = 1
-)
+) SELECT * FROM anc"""),
+        ("_r_imp", f"SELECT DISTINCT path, target, target_path, item FROM {imports}"),
+        ("_r_imp_syms", """
+SELECT DISTINCT i.path, s.name, s.handle, s.path AS spath, s.kind FROM (SELECT DISTINCT path, target_path
+  FROM _r_imp) i JOIN _r_s s ON s.path = i.target_path"""),
+        ("_r_uniq", """
+SELECT fam, name, 'references' AS ek, count(*) AS n, min(handle) AS h, min(path) AS p FROM _r_s GROUP BY fam, name
+UNION ALL SELECT fam, name, 'calls', count(*), min(handle), min(path) FROM _r_s WHERE callable GROUP BY fam, name
+UNION ALL SELECT fam, name, 'inherits', count(*), min(handle), min(path) FROM _r_s WHERE is_type
+  GROUP BY fam, name"""),
+        ("_r_cand", f"""
+SELECT a.eid, 1 AS lvl, a.depth AS sub, s.handle, s.path, 1 AS cnt FROM _r_anc a JOIN _r_e e ON e.eid = a.eid
+  JOIN _r_s s ON s.parent_handle = a.handle AND s.name = e.name WHERE {fits}
+UNION ALL
+SELECT e.eid, 1, 99, s.handle, s.path, 1 FROM _r_e e JOIN _r_s s ON s.path = e.path AND s.name = e.name
+  AND s.parent_handle IS NULL WHERE {fits}
+UNION ALL
+SELECT e.eid, 2, 0, s.handle, s.path, 1 FROM _r_e e JOIN _r_s s ON s.path = e.path AND s.name = e.name
+  WHERE {fits}
+UNION ALL
+SELECT e.eid, 3, 0, s.handle, s.path, 1 FROM _r_e e JOIN _r_s s ON s.name = e.name AND s.language = e.lang
+  AND s.path <> e.path AND parse_dirpath(s.path) = parse_dirpath(e.path)
+  WHERE e.lang IN {_kinds(PACKAGE_IS_DIRECTORY)} AND {fits}
+UNION ALL
+SELECT e.eid, 4, 0, s.handle, s.spath, 1 FROM _r_e e JOIN _r_imp_syms s ON s.path = e.path AND s.name = e.name
+  WHERE {fits}
+UNION ALL
+SELECT e.eid, 5, 0, u.h, u.p, u.n FROM _r_e e JOIN _r_uniq u ON u.fam = e.fam AND u.name = e.name
+  AND u.ek = e.kind"""),
+        ("_r_best", """
+SELECT eid, lvl, CASE WHEN lvl = 5 THEN max(cnt) ELSE count(DISTINCT handle) END AS n,
+  min(handle) AS h, min(path) AS p
+FROM _r_cand GROUP BY eid, lvl, sub
+QUALIFY row_number() OVER (PARTITION BY eid ORDER BY lvl, sub) = 1"""),
+        ("_r_impe", f"""
+WITH m AS (SELECT path, target, count(DISTINCT target_path) AS n, min(target_path) AS tp, min(item) AS item
+  FROM _r_imp GROUP BY path, target)
+SELECT m.*, (SELECT CASE WHEN count(*) = 1 THEN min(s.handle) END FROM {symbols} s
+  WHERE m.n = 1 AND s.path = m.tp AND s.name = m.item AND s.parent_handle IS NULL) AS h FROM m"""),
+    ]
+
+
+FINAL_SQL = """
 SELECT e.path, e.source_handle, e.kind, e.target, e.line,
-  CASE WHEN e.kind = 'imports' THEN ii.h WHEN b.n = 1 THEN b.h END AS target_handle,
+  CASE WHEN e.kind = 'imports' THEN m.h WHEN b.n = 1 THEN b.h END AS target_handle,
   CASE WHEN e.kind = 'imports' THEN CASE WHEN m.n = 1 THEN m.tp END WHEN b.n = 1 THEN b.p END AS target_path,
   CASE WHEN e.kind = 'imports' THEN CASE WHEN m.n = 1 THEN 'resolved' ELSE 'unresolved' END
        WHEN b.n = 1 AND b.lvl = 5 THEN 'name-only' WHEN b.n = 1 THEN 'resolved' ELSE 'unresolved' END AS tier,
   CASE WHEN e.kind = 'imports' THEN CASE WHEN m.n = 1 THEN 'import' END
        WHEN b.n = 1 THEN ['scope', 'file', 'package', 'import', 'repository'][b.lvl] END AS rule
-FROM e LEFT JOIN best b ON b.eid = e.eid
-LEFT JOIN imp m ON e.kind = 'imports' AND m.path = e.path AND m.target = e.target
-LEFT JOIN imp_item ii ON e.kind = 'imports' AND ii.path = e.path AND ii.target = e.target
+FROM _r_e e LEFT JOIN _r_best b ON b.eid = e.eid
+LEFT JOIN _r_impe m ON e.kind = 'imports' AND m.path = e.path AND m.target = e.target
 """
