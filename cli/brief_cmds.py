@@ -6,6 +6,7 @@ import click
 
 from citegraph.cli.common import (
     abspath,
+    dependency_depth_option,
     emit_json,
     get_home,
     handle_errors,
@@ -27,18 +28,20 @@ from citegraph.memory.brief_bounds import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
 @click.option("--repo", "repos", multiple=True, type=click.Path(file_okay=False),
               help="Repositories in scope (default: the one at the current directory).")
 @click.option("--json", "as_json", is_flag=True, help="The full structure (docs/schemas/brief.schema.json).")
+@dependency_depth_option
 @no_service_option
 @click.pass_context
 @handle_errors
 def brief(ctx: click.Context, task: str, project: str | None, workset: str | None, refs: tuple[str, ...],
-          budget_tokens: int, repos: tuple[str, ...], as_json: bool, no_service: bool) -> None:
+          budget_tokens: int, repos: tuple[str, ...], as_json: bool, no_service: bool,
+          dependency_depth: int = 1) -> None:
     """Context Brief: the memories relevant to a task, each with its validated freshness,
     stale ones apart — bounded in work and in size; never indexes."""
     if workset and repos:
         raise CitegraphError("--workset and --repo are exclusive",
                                  "a workset names its repositories; drop --repo", code=2)
     args = {"task": task, "project": project, "workset": workset, "code_refs": list(refs),
-            "budget_tokens": budget_tokens,
+            "budget_tokens": budget_tokens, "dependency_depth": dependency_depth,
             "repo_paths": None if workset else ([abspath(r) for r in repos] or [abspath(".")])}
     served = via_service(ctx, "brief", args, no_service=no_service)
     if served is not None:
@@ -47,7 +50,7 @@ def brief(ctx: click.Context, task: str, project: str | None, workset: str | Non
     from citegraph.memory import api
 
     res = api.brief(get_home(ctx), task, project=project, workset=workset, code_refs=list(refs),
-                    budget_tokens=budget_tokens, repo_paths=list(repos) or None)
+                    budget_tokens=budget_tokens, repo_paths=list(repos) or None, dependency_depth=dependency_depth)
     click.echo(res.json_text if as_json else res.text)
 
 

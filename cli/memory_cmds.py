@@ -10,6 +10,7 @@ import click
 
 from citegraph.cli.common import (
     abspath,
+    dependency_depth_option,
     emit_json,
     get_home,
     handle_errors,
@@ -176,12 +177,13 @@ FAIL_ON = {"stale": {"stale"}, "unknown": {"stale", "unknown"}}
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "jsonl"]), default="text", show_default=True)
 @click.option("--fail-on", type=click.Choice(["stale", "unknown"]))
 @click.option("--workset", help="Validate against the members of this workset (never builds; see docs/worksets.md).")
+@dependency_depth_option
 @no_service_option
 @click.pass_context
 @handle_errors
 def validate(ctx: click.Context, all_: bool, memory_ids: tuple[str, ...], project: str | None,
              repos: tuple[str, ...], at: str | None, fmt: str, fail_on: str | None,
-             workset: str | None = None, no_service: bool = False) -> None:
+             workset: str | None = None, no_service: bool = False, dependency_depth: int = 1) -> None:
     """Check every citation against the exact current code: exact, relocated, changed,
     deleted or unknown."""
     if all_ and memory_ids:
@@ -189,17 +191,18 @@ def validate(ctx: click.Context, all_: bool, memory_ids: tuple[str, ...], projec
     if workset and (repos or at):
         raise click.UsageError("--workset cannot be combined with --repo or --at")
     args = {"memory_ids": list(memory_ids) or None, "project": project, "workset": workset, "at": at,
-            "repo_paths": [abspath(r) for r in repos] if repos else ([] if workset else [abspath(".")])}
+            "repo_paths": [abspath(r) for r in repos] if repos else ([] if workset else [abspath(".")]),
+            "dependency_depth": dependency_depth}
     data = via_service(ctx, "validate", args, no_service=no_service)
     if data is None:
         from citegraph.memory import api
 
         if workset:
             report = api.validate_workset(get_home(ctx), workset, memory_ids=list(memory_ids) or None,
-                                          project=project)
+                                          project=project, dependency_depth=dependency_depth)
         else:
             report = api.validate_memories(get_home(ctx), memory_ids=list(memory_ids) or None, project=project,
-                                           repo_paths=list(repos) or None, at=at)
+                                           repo_paths=list(repos) or None, at=at, dependency_depth=dependency_depth)
         data = report.to_json()
     if fmt == "json":
         emit_json(data)
@@ -218,6 +221,11 @@ def validate(ctx: click.Context, all_: bool, memory_ids: tuple[str, ...], projec
                     loc = f" → {o['path']}" + (f"#L{o['start_line']}-L{o['end_line']}" if o["start_line"] else "")
                 why = f" ({c['reason']})" if c["reason"] else ""
                 click.echo(f"  {c['outcome']:9} {c.get('locator') or c['ref']}{why}{loc}")
+                for a in c.get("advisories", ()):
+                    now = a["now"]
+                    where = f" → {now['path']}#L{now['start_line']}-L{now['end_line']}" \
+                        if now and a["change"] != "deleted" else ""
+                    click.echo(f"    dependency-changed: {a['dependency']['locator']} {a['change']}{where}")
         s = data["summary"]
         click.echo("summary: " + ", ".join(f"{k}={v}" for k, v in s.items()))
     if fail_on and any(m["freshness"] in FAIL_ON[fail_on] for m in data["memories"]):

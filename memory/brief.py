@@ -93,10 +93,12 @@ def _item(rank: int, mem: Memory, cand: Candidate, v: MemoryVerdict) -> Item:
     receipts = {r.id: r for r in mem.citations}
     cites = []
     bad = []
+    advisories: list[tuple[str, Any]] = []  # (citing locator, Advisory)
     for o in v.observations:
         r = receipts[o.citation_id]
         cites.append({"id": r.id, "ref": r.ref, "locator": r.locator, "kind": r.kind, "outcome": o.outcome,
                       "reason": o.reason, "observed": _observed(r, o.observed)})
+        advisories += [(r.locator, a) for a in o.advisories]
         if o.outcome in ("changed", "deleted"):
             bad.append(f"{o.outcome} {r.locator}")
     reason: str | None = None
@@ -117,6 +119,11 @@ def _item(rank: int, mem: Memory, cand: Candidate, v: MemoryVerdict) -> Item:
         if c["reason"] == Reason.INVALID_CITATION:
             issues.append({"kind": "invalid-code-citation", "memory_id": mem.id,
                            "message": _short(f"stored citation {c['id']} is malformed")})
+    for locator, a in advisories:  # an issue beside the memory; its freshness is unchanged (SPEC §21)
+        now = a.now
+        where = f" (now {now.path}#L{now.start_line}-L{now.end_line})" if now and a.change != "deleted" else ""
+        issues.append({"kind": "dependency-changed", "memory_id": mem.id,
+                       "message": _short(f"{locator} depends on {a.locator}: {a.change}{where}")})
     return Item(rank, mem, cand.score, v, cites, reason, issues)
 
 
@@ -160,7 +167,8 @@ def check_budget(budget_tokens: int) -> int:
 def run_brief(home: Home, task: str, *, project: str | None = None, workset: str | None = None,
               code_refs: list[str] | tuple[str, ...] = (), budget_tokens: int = DEFAULT_BUDGET,
               repo_paths: list[str] | None = None, use_cache: bool = True,
-              source: StateSource | None = None, repository_memories: bool = False) -> BriefResult:
+              source: StateSource | None = None, repository_memories: bool = False,
+              dependency_depth: int = 1) -> BriefResult:
     """Build a Context Brief; never indexes and never writes a snapshot. ``source``: where
     repository states are read (default: a git-status scan). Memories whose citations
     touch ``code_refs`` rank first (the code index, memory/cited.py); with
@@ -196,7 +204,7 @@ def run_brief(home: Home, task: str, *, project: str | None = None, workset: str
         mems = [m for _, m in pairs]
         t1 = time.perf_counter()
         plan = pipeline.plan(home, to_inputs(mems), scope, max_citations=MAX_CITATIONS,
-                             max_repositories=MAX_REPOSITORIES)
+                             max_repositories=MAX_REPOSITORIES, dependency_depth=dependency_depth)
         if cache is not None:
             cache.load(ms, plan.wanted())
         timings["plan"] = time.perf_counter() - t1

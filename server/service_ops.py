@@ -114,6 +114,16 @@ def remember(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
                         source=svc.source(wait_s=_wait(args, REMEMBER_WAIT_S)))
 
 
+def _depth(args: dict[str, Any]) -> int:
+    """``dependency_depth`` of a request (default 1; the pipeline checks its range)."""
+    v = args.get("dependency_depth", 1)
+    if v is None:
+        return 1
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise CitegraphError("request argument dependency_depth is not an integer", "", code=2, kind="usage")
+    return v
+
+
 def validate(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
     from citegraph.memory import api
 
@@ -121,10 +131,12 @@ def validate(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
     workset = _str(args, "workset")
     if workset:
         report = api.validate_workset(svc.home, workset, memory_ids=_strs(args, "memory_ids"),
-                                      project=_str(args, "project"), source=source)
+                                      project=_str(args, "project"), source=source,
+                                      dependency_depth=_depth(args))
     else:
         report = api.validate_memories(svc.home, memory_ids=_strs(args, "memory_ids"), project=_str(args, "project"),
-                                       repo_paths=_strs(args, "repo_paths"), at=_str(args, "at"), source=source)
+                                       repo_paths=_strs(args, "repo_paths"), at=_str(args, "at"), source=source,
+                                       dependency_depth=_depth(args))
     return report.to_json()
 
 
@@ -136,7 +148,8 @@ def brief(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
         raise CitegraphError("request argument budget_tokens is not an integer", "", code=2, kind="usage")
     res = api.brief(svc.home, _str(args, "task") or "", project=_str(args, "project"), workset=_str(args, "workset"),
                     code_refs=_strs(args, "code_refs") or [], budget_tokens=budget,
-                    repo_paths=_strs(args, "repo_paths"), source=svc.source(wait_s=_wait(args, READ_WAIT_S)))
+                    repo_paths=_strs(args, "repo_paths"), source=svc.source(wait_s=_wait(args, READ_WAIT_S)),
+                    dependency_depth=_depth(args))
     return {"json_text": res.json_text, "text": res.text}
 
 

@@ -211,6 +211,16 @@ class CoverageEvidence(NamedTuple):
     files: tuple[FileCoverage, ...] = ()  # the non-indexed files of the cited language
 
 
+class DependencyEvidence(NamedTuple):
+    """Where one recorded dependency (handle + fragment at capture) is in a snapshot."""
+
+    at_handle: SymbolRow | None  # the symbol at the recorded handle now
+    fragment_matches: tuple[SymbolRow, ...] = ()  # other handles holding the recorded fragment
+    # what the dependent's edge of that name resolves to now (tier ``resolved`` only, never
+    # a repository-wide guess): where a moved and edited dependency went
+    successors: tuple[SymbolRow, ...] = ()
+
+
 class SymbolEvidence(NamedTuple):
     at_handle: SymbolRow | None
     fragment_matches: tuple[SymbolRow, ...] = ()  # other handles with the cited fragment hash
