@@ -193,3 +193,27 @@ def test_records_are_bounded(repo, home):
     deps = m.citations[0].dependencies
     assert len(deps) == graph_view.MAX_DEPS
     assert [d["qualified_name"] for d in deps] == [f"c{i}" for i in range(graph_view.MAX_DEPS)]
+
+
+def test_check_warns_at_the_dependencys_change_and_not_for_an_unrelated_name(repo, home):
+    from citegraph.memory.check import run_check
+    from citegraph.memory.check_formats import to_sarif
+
+    scene(repo, home)
+    base = repo.head()
+    repo.write("other/retry.py", OTHER.replace("None", "0"))  # unrelated: same name, not reached
+    repo.write("pay/retry.py", RETRY.replace("return fn()", "return fn() or fn()"))
+    repo.commit("edit callee")
+    rep = run_check(home, base=base, repo_path=repo.root)
+    assert rep.exit_code() == 0  # a warning, never a stale finding
+    [f] = rep.findings
+    assert (f.rule, f.level, f.location["path"], f.location["start_line"]) == (
+        "dependency-changed", "warning", "pay/retry.py", 1)
+    assert "pay/retry.py::with_retry" in f.message() and "stays fresh" in f.message()
+    [res] = to_sarif(rep)["runs"][0]["results"]
+    assert res["ruleId"] == "citegraph/dependency-changed"
+    assert run_check(home, base=base, repo_path=repo.root, dependency_depth=0).findings == []
+    only_other = repo.head()
+    repo.write("other/retry.py", OTHER)
+    repo.commit("unrelated again")
+    assert run_check(home, base=only_other, repo_path=repo.root).findings == []
