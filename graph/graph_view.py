@@ -23,7 +23,7 @@ from citegraph.graph.snapshot_reader import Snapshot
 MAX_DEPS = 16
 MAX_DEP_DEPTH = 3
 # Traversals (``citegraph graph``, proximity recall) stop at these bounds.
-MAX_TRAVERSAL_DEPTH = 3
+MAX_TRAVERSAL_DEPTH = 5
 MAX_TRAVERSAL_NODES = 500
 
 TARGET_TIERS = ("resolved", "name-only")
@@ -127,10 +127,12 @@ def dependency_records(snap: Snapshot, handles: list[str], *, limit: int = MAX_D
 
 
 def subgraph(snap: Snapshot, start: list[str], direction: str, depth: int,
-             max_nodes: int = MAX_TRAVERSAL_NODES) -> tuple[nx.DiGraph, bool]:
+             max_nodes: int = MAX_TRAVERSAL_NODES, kinds: tuple[str, ...] | None = None
+             ) -> tuple[nx.DiGraph, bool]:
     """The bounded subgraph around ``start``: edges out of (``out``), into (``in``) or both
-    ways of each node, breadth first to ``depth`` (at most ``max_nodes`` nodes). Edges
-    point from the dependent to the dependency. Returns (graph, truncated)."""
+    ways of each node, breadth first to ``depth`` (at most ``max_nodes`` nodes), of the
+    edge ``kinds`` (None: calls, references, inherits). Edges point from the dependent to
+    the dependency. Returns (graph, truncated)."""
     g: nx.DiGraph = nx.DiGraph()
     g.add_nodes_from(start, depth=0)
     frontier = list(dict.fromkeys(start))
@@ -145,6 +147,8 @@ def subgraph(snap: Snapshot, start: list[str], direction: str, depth: int,
         if direction in ("in", "both"):
             for dst, lst in in_edges(snap, frontier).items():
                 found += [(s, dst, k, tier, line) for s, k, tier, line in lst]
+        if kinds is not None:
+            found = [x for x in found if x[2] in kinds]
         nxt: list[str] = []
         for a, b, kind, tier, line in found:
             for n in (a, b):
@@ -158,3 +162,15 @@ def subgraph(snap: Snapshot, start: list[str], direction: str, depth: int,
                 g.add_edge(a, b, kind=kind, tier=tier, line=line)
         frontier = nxt
     return g, truncated
+
+
+def distances(g: nx.DiGraph, start: list[str], direction: str) -> dict[str, int]:
+    """Hops from ``start`` to every node of ``g`` along the traversal's direction."""
+    view = g.reverse(copy=False) if direction == "in" else (g.to_undirected(as_view=True) if direction == "both" else g)
+    out: dict[str, int] = {}
+    for s in start:
+        if s in view:
+            for n, d in nx.single_source_shortest_path_length(view, s).items():
+                if d < out.get(n, 1 << 30):
+                    out[n] = d
+    return out

@@ -424,6 +424,27 @@ def _workset_prepare(ctx: ToolContext, a: dict[str, Any]) -> tuple[dict[str, Any
     return data, "\n".join(lines)
 
 
+def _graph(op: str) -> Any:
+    """The handler of the ``graph_<op>`` tool (``citegraph graph <op> --json``)."""
+
+    def handler(ctx: ToolContext, a: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        from citegraph.validator.impact import graph_query
+
+        cwd = caller_cwd(a)
+        args = {"op": op, "ref": a["ref"], "depth": a.get("depth", 1), "repo": cwd or "."}
+        data = ctx.call("graph", args)
+        if data is None:
+            data = graph_query(ctx.home, cwd or ".", op, a["ref"], a.get("depth", 1), source=ctx.source(READ_WAIT_S))
+        lines = [f"{op} of {data['root']['path']}::{data['root']['qualified_name']}: {len(data['nodes'])} symbol(s)"]
+        lines += [f"  {n['distance']} {n['path']}::{n['qualified_name']} {n['handle']}" for n in data["nodes"]]
+        return data, "\n".join(lines)
+
+    return handler
+
+
+_GRAPH_ARGS = {"callerCwd": _CWD, "ref": {"type": "string", "description": "path::Qualified.name, cgs_… or cgr_…"},
+               "depth": {"type": "integer", "minimum": 1, "maximum": 5}}
+
 TOOLS: dict[str, ToolSpec] = {t.name: t for t in (
     ToolSpec(
         "remember",
@@ -462,6 +483,15 @@ TOOLS: dict[str, ToolSpec] = {t.name: t for t in (
         "`citegraph workset prepare NAME --json`.",
         {"workset": _STR, "callerCwd": _CWD, "concurrency": {"type": "integer", "minimum": 1, "maximum": 64}},
         ("workset",), _workset_prepare, read_only=False, lanes=_workset_lanes),
+    ToolSpec("graph_callers", "The symbols that call REF (resolved edges of the exact-current snapshot). "
+             "Same as `citegraph graph callers REF --json`.", _GRAPH_ARGS, ("callerCwd", "ref"), _graph("callers")),
+    ToolSpec("graph_callees", "The symbols REF calls. Same as `citegraph graph callees REF --json`.",
+             _GRAPH_ARGS, ("callerCwd", "ref"), _graph("callees")),
+    ToolSpec("graph_deps", "Everything REF calls, references or inherits. Same as `citegraph graph deps REF --json`.",
+             _GRAPH_ARGS, ("callerCwd", "ref"), _graph("deps")),
+    ToolSpec("graph_dependents", "Everything that calls, references or inherits REF: what a change to it touches. "
+             "Same as `citegraph graph dependents REF --json`.", _GRAPH_ARGS, ("callerCwd", "ref"),
+             _graph("dependents")),
 )}
 
 

@@ -100,6 +100,16 @@ def find(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
     return {"symbols": rows}
 
 
+def graph(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
+    from citegraph.validator.impact import graph_query
+
+    depth = args.get("depth", 1)
+    if not isinstance(depth, int) or isinstance(depth, bool):
+        raise CitegraphError("request argument depth is not an integer", "", code=2, kind="usage")
+    return graph_query(svc.home, _str(args, "repo") or ".", _str(args, "op") or "", _str(args, "ref") or "",
+                       depth, source=svc.source(wait_s=READ_WAIT_S))
+
+
 def remember(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
     from citegraph.memory import api
 
@@ -195,5 +205,5 @@ def hook_session_start(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
 
 
 HANDLERS = {"ping": ping, "register": register, "status": status, "index": index, "symbols": symbols,
-            "find": find, "remember": remember, "validate": validate, "brief": brief, "cited": cited,
+            "find": find, "graph": graph, "remember": remember, "validate": validate, "brief": brief, "cited": cited,
             "refresh": refresh, "hook_pre_edit": hook_pre_edit, "hook_session_start": hook_session_start}

@@ -25,7 +25,7 @@ def keep_key(request):
     return request.idempotency_key
 '''
 
-TOOLS = {"remember", "brief", "validate", "index_status", "workset_prepare"}
+TOOLS = {"remember", "brief", "validate", "index_status", "workset_prepare", "graph_callers", "graph_callees", "graph_deps", "graph_dependents"}
 
 
 @pytest.fixture

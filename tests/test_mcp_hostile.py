@@ -675,7 +675,7 @@ def test_every_argument_refuses_every_hostile_value_by_name(indexed, home):
     naming the argument, within the bound, nothing stored (50 MB strings included)."""
     root = str(indexed.root)
     ws.create(home, "ws", [root])
-    base = {"callerCwd": root, "text": "a claim", "task": "a task", "workset": "ws"}
+    base = {"callerCwd": root, "text": "a claim", "task": "a task", "workset": "ws", "ref": "src/retry.py::x"}
     before = _store_rows(home)
     seen = 0
 
