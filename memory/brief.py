@@ -41,7 +41,7 @@ from citegraph.memory.brief_pack import (  # noqa: F401 - the projection, re-exp
     safe,
 )
 from citegraph.memory.observation_cache import StoreCache
-from citegraph.memory.recall import MAX_CANDIDATES, Candidate, recall, task_patterns
+from citegraph.memory.recall import MAX_CANDIDATES, W_NEAR, Candidate, recall, task_patterns
 from citegraph.memory.store import Memory, MemoryStore, check_name
 from citegraph.memory.workset import load_scope
 from citegraph.validator import pipeline
@@ -196,6 +196,13 @@ def run_brief(home: Home, task: str, *, project: str | None = None, workset: str
             paths = repo_paths if repo_paths is not None else ["."]
             scope = pipeline.Scope.for_paths([os.path.realpath(os.fspath(p)) for p in paths], source=source)
         pinned = _pinned(home, ms, scope, list(code_refs), bool(workset), repository_memories)
+        if code_refs and not workset and scope.paths:  # recall by proximity (SPEC §21)
+            from citegraph.memory.cited import nearby_handles
+
+            cur = scope.members[scope.paths[0][0]].cur if scope.paths[0][0] in scope.members else None
+            prefix = cur.identity.repository_id[:16] if cur is not None else None
+            for h in nearby_handles(list(code_refs), cur):
+                pats.add("handle", h, prefix, W_NEAR)
         cands = recall(ms, task, project=project, patterns=pats, limit=MAX_CANDIDATES, pinned=pinned)
         ids = [c.memory_id for c in cands]
         loaded = {m.id: m for m in ms.load(where="list_contains(?::VARCHAR[], id)", params=[ids])} if ids else {}

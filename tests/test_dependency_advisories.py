@@ -217,3 +217,50 @@ def test_check_warns_at_the_dependencys_change_and_not_for_an_unrelated_name(rep
     repo.write("other/retry.py", OTHER)
     repo.commit("unrelated again")
     assert run_check(home, base=only_other, repo_path=repo.root).findings == []
+
+
+def test_brief_shows_the_advisory_as_an_issue_beside_the_fresh_memory(repo, home):
+    scene(repo, home)
+    repo.write("pay/retry.py", RETRY.replace("return fn()", "return fn() or fn()"))
+    repo.commit("edit callee")
+    build_snapshot(repo.root, home, jobs=1)
+    out = api.brief(home, "charge retries", repo=repo.root).to_json()
+    [m] = out["memories"]
+    assert m["freshness"] == "fresh"
+    [issue] = [i for i in out["issues"] if i["kind"] == "dependency-changed"]
+    assert issue["memory_id"] == m["id"] and "pay/retry.py::with_retry" in issue["message"]
+    quiet = api.brief(home, "charge retries", repo=repo.root, dependency_depth=0).to_json()
+    assert not [i for i in quiet["issues"] if i["kind"] == "dependency-changed"]
+
+
+def test_brief_code_ref_ranks_memories_citing_code_two_hops_away(repo, home):
+    """Recall by proximity: working on backoff, the memory citing charge (charge → with_retry
+    → backoff) ranks above an unrelated memory with the same words; an uncited (legacy)
+    memory keeps its pure BM25 rank relative to the other uncited one."""
+    repo.write("pay/retry.py", "def with_retry(fn):\n    return backoff(1)\n\n\ndef backoff(n):\n    return n * 2\n")
+    repo.write("pay/charge.py", "from pay.retry import with_retry\n\n\ndef charge():\n    return with_retry(1)\n")
+    repo.write("pay/far.py", "def far():\n    return 0\n")
+    repo.commit("chain")
+    build_snapshot(repo.root, home, jobs=1)
+    api.remember(home, "payment notes about timing", repo=repo.root, refs=["pay/far.py::far"], topic="far")
+    api.remember(home, "payment notes", repo=repo.root, refs=["pay/charge.py::charge"], topic="near")
+    from citegraph.memory.legacy_import import LegacyRecord, import_records
+    import_records(home, [LegacyRecord(1, "payment notes about timing, legacy", "default", "old1", "durable",
+                                       None, None, None),
+                          LegacyRecord(2, "payment notes legacy", "default", "old2", "durable", None, None, None)])
+    topics = lambda refs: [m["topic"] for m in api.brief(home, "payment notes timing", repo=repo.root,  # noqa: E731
+                                                        code_refs=refs).to_json()["memories"]]
+    plain = topics([])
+    assert plain.index("far") < plain.index("near")  # BM25 alone: "timing" favours far
+    near = topics(["pay/retry.py::backoff"])
+    assert near.index("near") < near.index("far")
+    assert [t for t in near if t.startswith("old")] == [t for t in plain if t.startswith("old")]
+    assert nearby_count(repo, home) == 2  # with_retry (1 hop) and charge (2 hops)
+
+
+def nearby_count(repo, home) -> int:
+    from citegraph.graph.current import ScanSource
+    from citegraph.memory.cited import nearby_handles
+
+    cur = ScanSource().read(repo.root, home)
+    return len(nearby_handles(["pay/retry.py::backoff"], cur))
