@@ -54,7 +54,12 @@ JS_EXTS = (".ts", ".tsx", ".d.ts", ".js", ".jsx", ".mjs", ".cjs", ".mts", ".cts"
 def write_resolution(con: duckdb.DuckDBPyConnection, base_path: str | os.PathLike[str] | None = None) -> int:
     """Fill ``resolved_edges`` of the snapshot being built on ``con`` (its own tables, laid
     over the base snapshot at ``base_path`` for a delta, as readers see them). Returns the
-    number of rows written."""
+    number of rows written.
+
+    A delta recomputes only the edges whose resolution can differ from its base's
+    (``_affected``) and copies the base's rows for the others: the result is the same
+    function of the union rows as a full computation (the incremental == clean property
+    test compares them), at a fraction of the cost (bench/RESULTS.md)."""
     alias = None
     if base_path is not None:
         alias = "_resolve_base"
@@ -68,15 +73,20 @@ def write_resolution(con: duckdb.DuckDBPyConnection, base_path: str | os.PathLik
                             f"(SELECT 1 FROM main.overrides o WHERE o.path = x.path)")
             else:
                 con.execute(f"CREATE OR REPLACE TEMP VIEW _u_{t} AS SELECT * FROM main.{t}")
-        steps = resolution_steps("_u_symbols", "_u_edges", "_u_files", _import_table(con))
-        for name, sql in steps:
-            con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {sql}")
-        con.execute("INSERT INTO main.resolved_edges " + FINAL_SQL)
+        if alias is None:
+            _resolve(con, "_u_edges", _import_table(con, "_u_edges"))
+        else:
+            _affected(con, alias)
+            _resolve(con, "_aff_edges", _import_table(con, "_aff_edges"))
+            con.execute(f"""INSERT INTO main.resolved_edges SELECT x.* FROM {alias}.resolved_edges x
+                WHERE NOT EXISTS (SELECT 1 FROM main.overrides o WHERE o.path = x.path)
+                AND NOT EXISTS (SELECT 1 FROM _aff_edges a WHERE a.path = x.path AND a.kind = x.kind
+                    AND a.target = x.target AND a.source_handle IS NOT DISTINCT FROM x.source_handle)""")
         return int(con.execute("SELECT count(*) FROM main.resolved_edges").fetchall()[0][0])
     finally:
         with contextlib.suppress(duckdb.Error):
             con.unregister("_imports")
-        for name in ("_r_e", "_r_s", "_r_anc", "_r_imp", "_r_imp_syms", "_r_uniq", "_r_cand", "_r_best", "_r_impe"):
+        for name in (*STEP_TABLES, "_aff_edges", "_aff_names"):
             with contextlib.suppress(duckdb.Error):
                 con.execute(f"DROP TABLE IF EXISTS {name}")
         for t in ("symbols", "edges", "files"):
@@ -86,12 +96,71 @@ def write_resolution(con: duckdb.DuckDBPyConnection, base_path: str | os.PathLik
             con.execute(f"DETACH {alias}")
 
 
-def _import_table(con: duckdb.DuckDBPyConnection) -> str:
+STEP_TABLES = ("_r_e", "_r_s", "_r_anc", "_r_imp", "_r_imp_syms", "_r_uniq", "_r_cand", "_r_best", "_r_impe")
+
+
+def _resolve(con: duckdb.DuckDBPyConnection, edges: str, imports: str) -> None:
+    for name, sql in resolution_steps("_u_symbols", edges, "_u_files", imports):
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {sql}")
+    con.execute("INSERT INTO main.resolved_edges " + FINAL_SQL)
+
+
+def _affected(con: duckdb.DuckDBPyConnection, base: str) -> None:
+    """``_aff_edges``: the union's edges whose resolution can differ from the base's.
+
+    Every candidate an edge can have is a symbol named like its target; a candidate set
+    changes only by a symbol of a changed path (``overrides``: both sides' names), or — for
+    the import level — by the import mapping, which depends on the set of paths. So the
+    affected edges are: those of changed paths; those whose name a changed path defines
+    (or defined); import edges that named a changed path; and, when paths were added or
+    removed, every edge of a file whose import mapping changed."""
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE _aff_names AS
+        SELECT DISTINCT name FROM main.symbols
+        UNION SELECT DISTINCT s.name FROM {base}.symbols s SEMI JOIN main.overrides o ON o.path = s.path""")
+    files_changed = con.execute(f"""SELECT EXISTS (SELECT 1 FROM main.files f WHERE NOT EXISTS
+            (SELECT 1 FROM {base}.files b WHERE b.path = f.path))
+        OR EXISTS (SELECT 1 FROM {base}.files b SEMI JOIN main.overrides o ON o.path = b.path
+            WHERE NOT EXISTS (SELECT 1 FROM main.files f WHERE f.path = b.path))""").fetchall()[0][0]
+    remapped: list[str] = []
+    if files_changed:
+        remapped = _remapped_files(con, base)
+    con.register("_remapped", pa.table({"path": pa.array(remapped, pa.string())}))
+    try:
+        con.execute(f"""CREATE OR REPLACE TEMP TABLE _aff_edges AS
+            SELECT e.* FROM _u_edges e WHERE e.kind IN {_kinds(RESOLVED_KINDS)} AND (
+              e.path IN (SELECT path FROM main.overrides)
+              OR e.path IN (SELECT path FROM _remapped)
+              OR (e.kind <> 'imports' AND regexp_extract(e.target, '([^.:]+)$', 1) IN (SELECT name FROM _aff_names))
+              OR (e.kind = 'imports' AND EXISTS (SELECT 1 FROM {base}.resolved_edges r WHERE r.path = e.path
+                  AND r.kind = 'imports' AND r.target = e.target AND r.source_handle IS NOT DISTINCT FROM e.source_handle
+                  AND r.target_path IN (SELECT path FROM main.overrides))))""")
+    finally:
+        con.unregister("_remapped")
+
+
+def _remapped_files(con: duckdb.DuckDBPyConnection, base: str) -> list[str]:
+    """Files (of the union, unchanged) whose import targets map to other files now that
+    paths were added or removed."""
+    now = con.execute("SELECT path, language FROM _u_files WHERE language IS NOT NULL").fetchall()
+    before = con.execute(f"SELECT path, language FROM {base}.files WHERE language IS NOT NULL").fetchall()
+    imports = con.execute("SELECT DISTINCT e.path, f.language, e.target FROM _u_edges e JOIN _u_files f "
+                          "ON f.path = e.path WHERE e.kind = 'imports' "
+                          "AND e.path NOT IN (SELECT path FROM main.overrides)").fetchall()
+    a, b = FileIndex(now), FileIndex(before)
+    return sorted({path for path, lang, target in imports
+                   if import_files(a, path, lang, target) != import_files(b, path, lang, target)})
+
+
+def _import_table(con: duckdb.DuckDBPyConnection, edges: str) -> str:
     """Register ``_imports`` (path, target, target_path, item): the files each import edge
-    names, and the item it names inside them when the last segment was not a module."""
+    of the files holding ``edges`` names, and the item it names inside them when the last
+    segment was not a module."""
     files = con.execute("SELECT path, language FROM _u_files WHERE language IS NOT NULL").fetchall()
     imports = con.execute("SELECT DISTINCT e.path, f.language, e.target FROM _u_edges e JOIN _u_files f "
-                          "ON f.path = e.path WHERE e.kind = 'imports'").fetchall()
+                          f"ON f.path = e.path WHERE e.kind = 'imports' AND e.path IN (SELECT path FROM {edges})"
+                          ).fetchall() if edges != "_u_edges" else con.execute(
+        "SELECT DISTINCT e.path, f.language, e.target FROM _u_edges e JOIN _u_files f "
+        "ON f.path = e.path WHERE e.kind = 'imports'").fetchall()
     cols: dict[str, list] = {"path": [], "target": [], "target_path": [], "item": []}
     index = FileIndex(files)
     for path, lang, target in imports:
