@@ -74,19 +74,22 @@ def write_resolution(con: duckdb.DuckDBPyConnection, base_path: str | os.PathLik
             else:
                 con.execute(f"CREATE OR REPLACE TEMP VIEW _u_{t} AS SELECT * FROM main.{t}")
         if alias is None:
-            _resolve(con, "_u_edges", _import_table(con, "_u_edges"))
+            _register_imports(con, _mapping(con, None))
+            _resolve(con, "_u_edges")
         else:
+            _register_imports(con, _delta_mapping(con, alias))
             _affected(con, alias)
-            _resolve(con, "_aff_edges", _import_table(con, "_aff_edges"))
+            _resolve(con, "_aff_edges")
             con.execute(f"""INSERT INTO main.resolved_edges SELECT x.* FROM {alias}.resolved_edges x
                 WHERE NOT EXISTS (SELECT 1 FROM main.overrides o WHERE o.path = x.path)
                 AND NOT EXISTS (SELECT 1 FROM _aff_edges a WHERE a.path = x.path AND a.kind = x.kind
                     AND a.target = x.target AND a.source_handle IS NOT DISTINCT FROM x.source_handle)""")
+        con.execute("INSERT INTO main.import_targets SELECT * FROM _imports")
         return int(con.execute("SELECT count(*) FROM main.resolved_edges").fetchall()[0][0])
     finally:
         with contextlib.suppress(duckdb.Error):
             con.unregister("_imports")
-        for name in (*STEP_TABLES, "_aff_edges", "_aff_names"):
+        for name in (*STEP_TABLES, "_aff_edges", "_aff_names", "_aff_files"):
             with contextlib.suppress(duckdb.Error):
                 con.execute(f"DROP TABLE IF EXISTS {name}")
         for t in ("symbols", "edges", "files"):
@@ -99,78 +102,110 @@ def write_resolution(con: duckdb.DuckDBPyConnection, base_path: str | os.PathLik
 STEP_TABLES = ("_r_e", "_r_s", "_r_anc", "_r_imp", "_r_imp_syms", "_r_uniq", "_r_cand", "_r_best", "_r_impe")
 
 
-def _resolve(con: duckdb.DuckDBPyConnection, edges: str, imports: str) -> None:
-    for name, sql in resolution_steps("_u_symbols", edges, "_u_files", imports):
+def _resolve(con: duckdb.DuckDBPyConnection, edges: str) -> None:
+    for name, sql in resolution_steps("_u_symbols", edges, "_u_files", "_imports"):
         con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {sql}")
     con.execute("INSERT INTO main.resolved_edges " + FINAL_SQL)
+
+
+Mapping = dict[str, list]  # columns path, target, target_path, item
+
+
+def _mapping(con: duckdb.DuckDBPyConnection, only: str | None, files_sql: str = "SELECT path, language FROM "
+             "_u_files WHERE language IS NOT NULL") -> Mapping:
+    """The import mapping of the union's import edges (of the files ``only`` selects, or
+    all), against the paths ``files_sql`` lists."""
+    index = FileIndex(con.execute(files_sql).fetchall())
+    where = f" AND e.path IN ({only})" if only else ""
+    imports = con.execute("SELECT DISTINCT e.path, f.language, e.target FROM _u_edges e JOIN _u_files f "
+                          f"ON f.path = e.path WHERE e.kind = 'imports'{where} ORDER BY ALL").fetchall()
+    cols: Mapping = {"path": [], "target": [], "target_path": [], "item": []}
+    for path, lang, target in imports:
+        for tp, item in import_files(index, path, lang, target):
+            for c, v in zip(cols, (path, target, tp, item), strict=True):
+                cols[c].append(v)
+    return cols
+
+
+def _delta_mapping(con: duckdb.DuckDBPyConnection, base: str) -> Mapping:
+    """The union's import mapping, for a delta: the base's rows for the unchanged files and
+    new rows for the changed ones — or, when paths were added or removed (the mapping of
+    any file may change), computed anew; ``_aff_files`` then lists the unchanged files
+    whose mapping changed."""
+    files_changed = con.execute(f"""SELECT EXISTS (SELECT 1 FROM main.files f WHERE NOT EXISTS
+            (SELECT 1 FROM {base}.files b WHERE b.path = f.path))
+        OR EXISTS (SELECT 1 FROM {base}.files b SEMI JOIN main.overrides o ON o.path = b.path
+            WHERE NOT EXISTS (SELECT 1 FROM main.files f WHERE f.path = b.path))""").fetchall()[0][0]
+    if files_changed:
+        cols = _mapping(con, None)
+        con.register("_new_map", pa.table({k: pa.array(v, pa.string()) for k, v in cols.items()}))
+        try:
+            con.execute(f"""CREATE OR REPLACE TEMP TABLE _aff_files AS
+                SELECT DISTINCT path FROM (
+                  (SELECT * FROM _new_map EXCEPT SELECT * FROM {base}.import_targets)
+                  UNION ALL (SELECT * FROM {base}.import_targets EXCEPT SELECT * FROM _new_map))
+                WHERE path NOT IN (SELECT path FROM main.overrides)""")
+        finally:
+            con.unregister("_new_map")
+        return cols
+    con.execute("CREATE OR REPLACE TEMP TABLE _aff_files AS SELECT ''::VARCHAR AS path WHERE false")
+    own = _mapping(con, "SELECT path FROM main.overrides")
+    kept = con.execute(f"SELECT path, target, target_path, item FROM {base}.import_targets x WHERE NOT EXISTS "
+                       "(SELECT 1 FROM main.overrides o WHERE o.path = x.path)").fetchall()
+    for row in kept:
+        for c, v in zip(own, row, strict=True):
+            own[c].append(v)
+    return own
+
+
+def _register_imports(con: duckdb.DuckDBPyConnection, cols: Mapping) -> None:
+    con.register("_imports", pa.table({k: pa.array(v, pa.string()) for k, v in cols.items()}))
 
 
 def _affected(con: duckdb.DuckDBPyConnection, base: str) -> None:
     """``_aff_edges``: the union's edges whose resolution can differ from the base's.
 
-    Every candidate an edge can have is a symbol named like its target; a candidate set
-    changes only by a symbol of a changed path (``overrides``: both sides' names), or — for
-    the import level — by the import mapping, which depends on the set of paths. So the
-    affected edges are: those of changed paths; those whose name a changed path defines
-    (or defined); import edges that named a changed path; and, when paths were added or
-    removed, every edge of a file whose import mapping changed."""
+    An edge's candidates are symbols named like its target: at the scope and file levels
+    in its own file; at the package level in its directory; at the import level in the
+    files it imports; at the repository level anywhere, where only whether the name is
+    unique (and which symbol is) decides. A changed path (``overrides``) changes only the
+    candidates named like its symbols (before or after: ``_aff_names``). So the affected
+    edges are those of changed paths and of files whose import mapping changed
+    (``_aff_files``), and those named in ``_aff_names`` whose file imports a changed path
+    (before or after), shares its directory (Go, Java), or whose name's uniqueness in the
+    repository changed — plus the import edges of files importing a changed path."""
     con.execute(f"""CREATE OR REPLACE TEMP TABLE _aff_names AS
         SELECT DISTINCT name FROM main.symbols
         UNION SELECT DISTINCT s.name FROM {base}.symbols s SEMI JOIN main.overrides o ON o.path = s.path""")
-    files_changed = con.execute(f"""SELECT EXISTS (SELECT 1 FROM main.files f WHERE NOT EXISTS
-            (SELECT 1 FROM {base}.files b WHERE b.path = f.path))
-        OR EXISTS (SELECT 1 FROM {base}.files b SEMI JOIN main.overrides o ON o.path = b.path
-            WHERE NOT EXISTS (SELECT 1 FROM main.files f WHERE f.path = b.path))""").fetchall()[0][0]
-    remapped: list[str] = []
-    if files_changed:
-        remapped = _remapped_files(con, base)
-    con.register("_remapped", pa.table({"path": pa.array(remapped, pa.string())}))
-    try:
-        con.execute(f"""CREATE OR REPLACE TEMP TABLE _aff_edges AS
-            SELECT e.* FROM _u_edges e WHERE e.kind IN {_kinds(RESOLVED_KINDS)} AND (
-              e.path IN (SELECT path FROM main.overrides)
-              OR e.path IN (SELECT path FROM _remapped)
-              OR (e.kind <> 'imports' AND regexp_extract(e.target, '([^.:]+)$', 1) IN (SELECT name FROM _aff_names))
-              OR (e.kind = 'imports' AND EXISTS (SELECT 1 FROM {base}.resolved_edges r WHERE r.path = e.path
-                  AND r.kind = 'imports' AND r.target = e.target AND r.source_handle IS NOT DISTINCT FROM e.source_handle
-                  AND r.target_path IN (SELECT path FROM main.overrides))))""")
-    finally:
-        con.unregister("_remapped")
-
-
-def _remapped_files(con: duckdb.DuckDBPyConnection, base: str) -> list[str]:
-    """Files (of the union, unchanged) whose import targets map to other files now that
-    paths were added or removed."""
-    now = con.execute("SELECT path, language FROM _u_files WHERE language IS NOT NULL").fetchall()
-    before = con.execute(f"SELECT path, language FROM {base}.files WHERE language IS NOT NULL").fetchall()
-    imports = con.execute("SELECT DISTINCT e.path, f.language, e.target FROM _u_edges e JOIN _u_files f "
-                          "ON f.path = e.path WHERE e.kind = 'imports' "
-                          "AND e.path NOT IN (SELECT path FROM main.overrides)").fetchall()
-    a, b = FileIndex(now), FileIndex(before)
-    return sorted({path for path, lang, target in imports
-                   if import_files(a, path, lang, target) != import_files(b, path, lang, target)})
-
-
-def _import_table(con: duckdb.DuckDBPyConnection, edges: str) -> str:
-    """Register ``_imports`` (path, target, target_path, item): the files each import edge
-    of the files holding ``edges`` names, and the item it names inside them when the last
-    segment was not a module."""
-    files = con.execute("SELECT path, language FROM _u_files WHERE language IS NOT NULL").fetchall()
-    imports = con.execute("SELECT DISTINCT e.path, f.language, e.target FROM _u_edges e JOIN _u_files f "
-                          f"ON f.path = e.path WHERE e.kind = 'imports' AND e.path IN (SELECT path FROM {edges})"
-                          ).fetchall() if edges != "_u_edges" else con.execute(
-        "SELECT DISTINCT e.path, f.language, e.target FROM _u_edges e JOIN _u_files f "
-        "ON f.path = e.path WHERE e.kind = 'imports'").fetchall()
-    cols: dict[str, list] = {"path": [], "target": [], "target_path": [], "item": []}
-    index = FileIndex(files)
-    for path, lang, target in imports:
-        for tp, item in import_files(index, path, lang, target):
-            cols["path"].append(path)
-            cols["target"].append(target)
-            cols["target_path"].append(tp)
-            cols["item"].append(item)
-    con.register("_imports", pa.table({k: pa.array(v, pa.string()) for k, v in cols.items()}))
-    return "_imports"
+    family = "coalesce(CASE {l} WHEN 'typescript' THEN 'js' WHEN 'tsx' THEN 'js' WHEN 'javascript' THEN 'js' END, {l})"
+    uniq = """SELECT {fam} AS fam, name, ek, CASE WHEN count(*) = 1 THEN min(handle) END AS h
+        FROM (SELECT s.*, 'references' AS ek FROM {src} s SEMI JOIN _aff_names n ON n.name = s.name
+              UNION ALL SELECT s.*, 'calls' FROM {src} s SEMI JOIN _aff_names n ON n.name = s.name
+                WHERE s.kind IN {callable}
+              UNION ALL SELECT s.*, 'inherits' FROM {src} s SEMI JOIN _aff_names n ON n.name = s.name
+                WHERE s.kind IN {types})
+        GROUP BY ALL"""
+    args = {"fam": family.format(l="language"), "callable": _kinds(CALLABLE), "types": _kinds(TYPES)}
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE _aff_edges AS
+        WITH before AS ({uniq.format(src=f"{base}.symbols", **args)}),
+        after AS ({uniq.format(src="_u_symbols", **args)}),
+        moved AS (SELECT DISTINCT name FROM (
+          SELECT * FROM (SELECT * FROM before EXCEPT SELECT * FROM after)
+          UNION ALL SELECT * FROM (SELECT * FROM after EXCEPT SELECT * FROM before))),
+        importers AS (SELECT path FROM _imports WHERE target_path IN (SELECT path FROM main.overrides)
+          UNION SELECT path FROM {base}.import_targets WHERE target_path IN (SELECT path FROM main.overrides)),
+        dirs AS (SELECT DISTINCT parse_dirpath(path) AS d FROM main.overrides),
+        e AS (SELECT e.*, CASE WHEN e.kind = 'imports' THEN NULL
+                               ELSE regexp_extract(e.target, '([^.:]+)$', 1) END AS name
+              FROM _u_edges e WHERE e.kind IN {_kinds(RESOLVED_KINDS)})
+        SELECT e.path, e.source_handle, e.kind, e.target, e.line, e.blob_id FROM e LEFT JOIN _u_files f
+          ON f.path = e.path
+        WHERE e.path IN (SELECT path FROM main.overrides) OR e.path IN (SELECT path FROM _aff_files)
+          OR (e.kind = 'imports' AND e.path IN (SELECT path FROM importers))
+          OR (e.name IN (SELECT name FROM _aff_names) AND (
+                e.path IN (SELECT path FROM importers)
+                OR e.name IN (SELECT name FROM moved)
+                OR (f.language IN {_kinds(PACKAGE_IS_DIRECTORY)} AND parse_dirpath(e.path) IN (SELECT d FROM dirs))))""")
 
 
 class FileIndex:

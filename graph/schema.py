@@ -25,6 +25,8 @@ CREATE TABLE overrides(path VARCHAR NOT NULL);
 CREATE TABLE resolved_edges(path VARCHAR NOT NULL, source_handle VARCHAR, kind VARCHAR NOT NULL,
   target VARCHAR NOT NULL, line INTEGER NOT NULL, target_handle VARCHAR, target_path VARCHAR,
   tier VARCHAR NOT NULL, rule VARCHAR);
+CREATE TABLE import_targets(path VARCHAR NOT NULL, target VARCHAR NOT NULL, target_path VARCHAR NOT NULL,
+  item VARCHAR);
 """
 
 SNAPSHOT_INDEXES = """
@@ -35,8 +37,9 @@ CREATE INDEX symbols_fragment ON symbols(fragment_hash);
 CREATE INDEX symbols_path ON symbols(path);
 CREATE INDEX damage_path ON damage(path);
 """
-# ``resolved_edges`` is derived per snapshot from the (union) rows and never layered: a
-# delta snapshot holds the resolution of its whole union (graph/edge_resolution.py).
+# ``resolved_edges`` and ``import_targets`` (the files each import names) are derived per
+# snapshot from the (union) rows and never layered: a delta snapshot holds those of its
+# whole union (graph/edge_resolution.py).
 RESOLVED_INDEXES = """
 CREATE INDEX resolved_source ON resolved_edges(source_handle);
 CREATE INDEX resolved_target ON resolved_edges(target_handle);

@@ -77,6 +77,7 @@ class Snapshot:
             con.execute(f"CREATE TEMP VIEW meta AS SELECT * FROM {d}.meta")
             # Derived per snapshot over its whole union, never layered (graph/edge_resolution.py).
             con.execute(f"CREATE TEMP VIEW resolved_edges AS SELECT * FROM {d}.resolved_edges")
+            con.execute(f"CREATE TEMP VIEW import_targets AS SELECT * FROM {d}.import_targets")
         except BaseException:
             _release(con, aliases)
             raise

@@ -19,7 +19,7 @@ from citegraph.graph.store import Home
 
 # ``resolved_edges`` is derived from the other files (graph/edge_resolution.py): an
 # incremental snapshot must resolve every edge exactly as a clean build does.
-TABLES = ("files", "symbols", "edges", "damage", "contents", "resolved_edges")
+TABLES = ("files", "symbols", "edges", "damage", "contents", "resolved_edges", "import_targets")
 # ``contents`` is storage for dirty bytes, compared by what readers can get out of it: the
 # bytes of every dirty file's blob (a layered snapshot may hold a blob twice, or one that
 # only its base still needs).
