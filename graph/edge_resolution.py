@@ -57,9 +57,11 @@ def write_resolution(con: duckdb.DuckDBPyConnection, base_path: str | os.PathLik
     number of rows written.
 
     A delta recomputes only the edges whose resolution can differ from its base's
-    (``_affected``) and copies the base's rows for the others: the result is the same
-    function of the union rows as a full computation (the incremental == clean property
-    test compares them), at a fraction of the cost (bench/RESULTS.md)."""
+    (``_affected``) and stores their rows; readers lay them over the base's rows of the
+    other edges (graph/snapshot_reader.py). What readers see is the same function of the
+    union rows as a full computation (the incremental == clean property test compares
+    them), at a fraction of the cost (bench/RESULTS.md). ``import_targets`` is small and
+    stored whole."""
     alias = None
     if base_path is not None:
         alias = "_resolve_base"
@@ -79,11 +81,7 @@ def write_resolution(con: duckdb.DuckDBPyConnection, base_path: str | os.PathLik
         else:
             _register_imports(con, _delta_mapping(con, alias))
             _affected(con, alias)
-            _resolve(con, "_aff_edges")
-            con.execute(f"""INSERT INTO main.resolved_edges SELECT x.* FROM {alias}.resolved_edges x
-                WHERE NOT EXISTS (SELECT 1 FROM main.overrides o WHERE o.path = x.path)
-                AND NOT EXISTS (SELECT 1 FROM _aff_edges a WHERE a.path = x.path AND a.kind = x.kind
-                    AND a.target = x.target AND a.source_handle IS NOT DISTINCT FROM x.source_handle)""")
+            _resolve(con, "_aff_edges")  # layered: readers lay these rows over the base's
         con.execute("INSERT INTO main.import_targets SELECT * FROM _imports")
         return int(con.execute("SELECT count(*) FROM main.resolved_edges").fetchall()[0][0])
     finally:
@@ -397,9 +395,16 @@ SELECT row_number() OVER () AS eid, e.path, e.source_handle, e.kind, e.target, e
   CASE WHEN e.kind = 'imports' THEN NULL ELSE regexp_extract(e.target, '([^.:]+)$', 1) END AS name
 FROM {edges} e LEFT JOIN {files} f ON f.path = e.path
 WHERE e.kind IN {_kinds(RESOLVED_KINDS)}"""),
+        # the imports of the files whose edges are resolved (all of them in a full build)
+        ("_r_imp", f"SELECT DISTINCT path, target, target_path, item FROM {imports} "
+                   "WHERE path IN (SELECT DISTINCT path FROM _r_e)"),
+        # the symbols any level can reach: those of the edges' files (scopes, ancestors), those
+        # named like an edge, and the items imports name (all of them in a full build)
         ("_r_s", f"""
 SELECT handle, path, language, kind, name, parent_handle, {family.format(l='language')} AS fam,
-  kind IN {_kinds(CALLABLE)} AS callable, kind IN {_kinds(TYPES)} AS is_type FROM {symbols}"""),
+  kind IN {_kinds(CALLABLE)} AS callable, kind IN {_kinds(TYPES)} AS is_type FROM {symbols}
+WHERE path IN (SELECT DISTINCT path FROM _r_e) OR name IN (SELECT DISTINCT name FROM _r_e)
+  OR name IN (SELECT DISTINCT item FROM _r_imp)"""),
         ("_r_anc", """
 WITH RECURSIVE anc(eid, handle, depth) AS (
   SELECT eid, source_handle, 0 FROM _r_e WHERE source_handle IS NOT NULL AND name IS NOT NULL
@@ -407,14 +412,14 @@ WITH RECURSIVE anc(eid, handle, depth) AS (
   SELECT a.eid, s.parent_handle, a.depth + 1 FROM anc a JOIN _r_s s ON s.handle = a.handle
   WHERE s.parent_handle IS NOT NULL AND a.depth < 16
 ) SELECT * FROM anc"""),
-        ("_r_imp", f"SELECT DISTINCT path, target, target_path, item FROM {imports}"),
         ("_r_imp_syms", """
 SELECT DISTINCT i.path, s.name, s.handle, s.path AS spath, s.kind FROM (SELECT DISTINCT path, target_path
   FROM _r_imp) i JOIN _r_s s ON s.path = i.target_path"""),
         ("_r_uniq", """
-SELECT fam, name, 'references' AS ek, count(*) AS n, min(handle) AS h, min(path) AS p FROM _r_s GROUP BY fam, name
-UNION ALL SELECT fam, name, 'calls', count(*), min(handle), min(path) FROM _r_s WHERE callable GROUP BY fam, name
-UNION ALL SELECT fam, name, 'inherits', count(*), min(handle), min(path) FROM _r_s WHERE is_type
+WITH s AS (SELECT * FROM _r_s SEMI JOIN (SELECT DISTINCT name FROM _r_e) n ON n.name = _r_s.name)
+SELECT fam, name, 'references' AS ek, count(*) AS n, min(handle) AS h, min(path) AS p FROM s GROUP BY fam, name
+UNION ALL SELECT fam, name, 'calls', count(*), min(handle), min(path) FROM s WHERE callable GROUP BY fam, name
+UNION ALL SELECT fam, name, 'inherits', count(*), min(handle), min(path) FROM s WHERE is_type
   GROUP BY fam, name"""),
         ("_r_cand", f"""
 SELECT a.eid, 1 AS lvl, a.depth AS sub, s.handle, s.path, 1 AS cnt FROM _r_anc a JOIN _r_e e ON e.eid = a.eid
@@ -440,11 +445,12 @@ SELECT eid, lvl, CASE WHEN lvl = 5 THEN max(cnt) ELSE count(DISTINCT handle) END
   min(handle) AS h, min(path) AS p
 FROM _r_cand GROUP BY eid, lvl, sub
 QUALIFY row_number() OVER (PARTITION BY eid ORDER BY lvl, sub) = 1"""),
-        ("_r_impe", f"""
+        ("_r_impe", """
 WITH m AS (SELECT path, target, count(DISTINCT target_path) AS n, min(target_path) AS tp, min(item) AS item
-  FROM _r_imp GROUP BY path, target)
-SELECT m.*, (SELECT CASE WHEN count(*) = 1 THEN min(s.handle) END FROM {symbols} s
-  WHERE m.n = 1 AND s.path = m.tp AND s.name = m.item AND s.parent_handle IS NULL) AS h FROM m"""),
+  FROM _r_imp GROUP BY path, target),
+c AS (SELECT m.path, m.target, count(*) AS k, min(s.handle) AS h FROM m JOIN _r_s s ON m.n = 1
+  AND s.path = m.tp AND s.name = m.item AND s.parent_handle IS NULL GROUP BY m.path, m.target)
+SELECT m.*, CASE WHEN c.k = 1 THEN c.h END AS h FROM m LEFT JOIN c ON c.path = m.path AND c.target = m.target"""),
     ]
 
 

@@ -38,12 +38,9 @@ CREATE INDEX symbols_path ON symbols(path);
 CREATE INDEX damage_path ON damage(path);
 """
 # ``resolved_edges`` and ``import_targets`` (the files each import names) are derived per
-# snapshot from the (union) rows and never layered: a delta snapshot holds those of its
-# whole union (graph/edge_resolution.py).
-RESOLVED_INDEXES = """
-CREATE INDEX resolved_source ON resolved_edges(source_handle);
-CREATE INDEX resolved_target ON resolved_edges(target_handle);
-"""
+# snapshot from the (union) rows (graph/edge_resolution.py): a delta holds the whole
+# union's import targets, and the resolved rows of the edges it recomputed, which readers
+# lay over its base's rows.
 
 # The facts cache holds, per (blob, language), the file facts and the snapshot rows as
 # first built at ``origin_path`` (handles are path-dependent: re-homed on reuse elsewhere).
