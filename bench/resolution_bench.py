@@ -6,7 +6,8 @@ For one repository at ``REV`` (default HEAD), in a fresh data home:
 - a cold build, with the time spent in ``write_resolution`` measured apart: resolution
   cost as a ratio to the cold build that contains it;
 - a delta build of REV over its first parent's snapshot (what ``watch`` and the next
-  commit pay), with its resolution time: resolution as a ratio to that delta build;
+  commit pay), ``--repeat`` times (median), with its resolution time: resolution as a
+  ratio to that delta build;
 - per language and edge kind: edges, and the share resolved / name-only / unresolved.
 """
 
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -58,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("path")
     ap.add_argument("--rev", default="HEAD")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3, help="delta builds measured (median)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     repo = pygit2.Repository(args.path)
@@ -78,14 +82,21 @@ def main(argv: list[str] | None = None) -> int:
                                    "resolution_to_cold": round(cold_res / cold_s, 3)}
             out["rates"] = rates(home, cold)
             if parent:
-                home2 = Home.open(Path(tmp) / "home2")
-                build_snapshot(args.path, home2, rev=parent, jobs=args.jobs)
-                t = time.perf_counter()
-                delta = build_snapshot(args.path, home2, rev=str(head.id), jobs=args.jobs)
-                delta_s = time.perf_counter() - t
-                out.update(delta_layout=delta.to_json().get("layout"), delta_build_s=round(delta_s, 2),
-                           delta_resolution_s=round(timed.seconds[-1], 2),
-                           resolution_to_delta=round(timed.seconds[-1] / delta_s, 3))
+                base_home = Path(tmp) / "home2"
+                build_snapshot(args.path, Home.open(base_home), rev=parent, jobs=args.jobs)
+                builds, res = [], []
+                for i in range(args.repeat):  # each in a copy of the home holding only the parent
+                    home_i = Path(tmp) / f"home2-{i}"
+                    shutil.copytree(base_home, home_i)
+                    t = time.perf_counter()
+                    build_snapshot(args.path, Home.open(home_i), rev=str(head.id), jobs=args.jobs)
+                    builds.append(time.perf_counter() - t)
+                    res.append(timed.seconds[-1])
+                    shutil.rmtree(home_i)
+                b, r = statistics.median(builds), statistics.median(res)
+                out.update(delta_runs=args.repeat, delta_build_s=round(b, 2), delta_resolution_s=round(r, 2),
+                           delta_resolution_all_s=[round(x, 2) for x in res],
+                           resolution_to_delta=round(r / b, 3))
     finally:
         edge_resolution.write_resolution = timed.inner  # type: ignore[assignment]
     if args.json:
