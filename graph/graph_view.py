@@ -30,27 +30,16 @@ TARGET_TIERS = ("resolved", "name-only")
 SYMBOL_INFO = ("handle", "path", "language", "kind", "name", "qualified_name", "ordinal", "start_line",
                "end_line", "fragment_hash")
 
-_OUT_SQL = """
-SELECT c.h AS root, r.target_handle, min(r.kind) AS kind, min(r.tier) AS tier, min(r.line) AS line
-FROM _roots c JOIN symbols root ON root.handle = c.h
+# Steps, not one join: resolved_edges of a delta is a layered view, and a semi join against
+# it does not push down into the base's rows (4x slower on ruff); ``IN (subquery)`` does.
+_NESTED_SQL = """
+SELECT c.h, src.handle, root.path, root.start_byte, root.end_byte FROM _roots c
+JOIN symbols root ON root.handle = c.h
 JOIN symbols src ON src.path = root.path AND src.start_byte >= root.start_byte AND src.end_byte <= root.end_byte
-JOIN resolved_edges r ON r.source_handle = src.handle
-JOIN symbols t ON t.handle = r.target_handle
-WHERE r.tier IN ('resolved', 'name-only') AND r.kind <> 'imports'
-  AND NOT (t.path = root.path AND t.start_byte >= root.start_byte AND t.end_byte <= root.end_byte)
-GROUP BY c.h, r.target_handle
-ORDER BY c.h, line, r.target_handle
 """
-
-_IN_SQL = """
-SELECT c.h AS root, r.source_handle, min(r.kind) AS kind, min(r.tier) AS tier, min(r.line) AS line
-FROM _roots c JOIN symbols root ON root.handle = c.h
-JOIN resolved_edges r ON r.target_handle = c.h
-JOIN symbols src ON src.handle = r.source_handle
-WHERE r.tier IN ('resolved', 'name-only') AND r.kind <> 'imports'
-  AND NOT (src.path = root.path AND src.start_byte >= root.start_byte AND src.end_byte <= root.end_byte)
-GROUP BY c.h, r.source_handle
-ORDER BY c.h, line, r.source_handle
+_EDGES_SQL = """
+SELECT r.{near}, r.{far}, r.kind, r.tier, r.line FROM resolved_edges r
+WHERE r.{near} IN (SELECT h FROM _roots) AND r.tier IN ('resolved', 'name-only') AND r.kind <> 'imports'
 """
 
 
@@ -62,24 +51,64 @@ def _with_roots(snap: Snapshot, handles: Iterable[str], sql: str) -> list[tuple]
         snap.con.unregister("_roots")
 
 
-def out_edges(snap: Snapshot, handles: Iterable[str]) -> dict[str, list[tuple[str, str, str, int]]]:
-    """{handle: [(target handle, edge kind, tier, first line)]} in source order."""
+def _spans(snap: Snapshot, handles: Iterable[str]) -> dict[str, tuple[str, int, int]]:
+    return {r[0]: (r[1], r[2], r[3]) for r in _with_roots(
+        snap, handles, "SELECT s.handle, s.path, s.start_byte, s.end_byte FROM symbols s SEMI JOIN _roots c "
+                       "ON s.handle = c.h")}
+
+
+def _inside(span: tuple[str, int, int] | None, root: tuple[str, int, int]) -> bool:
+    return span is not None and span[0] == root[0] and span[1] >= root[1] and span[2] <= root[2]
+
+
+def _grouped(rows: list[tuple[str, str, str, str, int]]) -> dict[str, list[tuple[str, str, str, int]]]:
+    """{root: [(other, kind, tier, first line)]}, one entry per (root, other) with the
+    least kind, tier and line (as SQL's min would), in (line, other) order."""
+    best: dict[tuple[str, str], list] = {}
+    for root, other, kind, tier, line in rows:
+        cur = best.get((root, other))
+        if cur is None:
+            best[(root, other)] = [kind, tier, line]
+        else:
+            cur[0], cur[1], cur[2] = min(cur[0], kind), min(cur[1], tier), min(cur[2], line)
     out: dict[str, list[tuple[str, str, str, int]]] = {}
-    for root, target, kind, tier, line in _with_roots(snap, handles, _OUT_SQL):
-        out.setdefault(root, []).append((target, kind, tier, line))
+    for (root, other), (kind, tier, line) in sorted(best.items(), key=lambda kv: (kv[0][0], kv[1][2], kv[0][1])):
+        out.setdefault(root, []).append((other, kind, tier, line))
     return out
+
+
+def out_edges(snap: Snapshot, handles: Iterable[str]) -> dict[str, list[tuple[str, str, str, int]]]:
+    """{handle: [(target handle, edge kind, tier, first line)]} in source order: the edges
+    of each symbol and of the symbols nested in it, to targets outside it."""
+    nested = _with_roots(snap, handles, _NESTED_SQL)
+    owner: dict[str, list[str]] = {}
+    roots: dict[str, tuple[str, int, int]] = {}
+    for root, src, path, start, end in nested:
+        owner.setdefault(src, []).append(root)
+        roots[root] = (path, start, end)
+    if not owner:
+        return {}
+    edges = _with_roots(snap, owner, _EDGES_SQL.format(near="source_handle", far="target_handle"))
+    spans = _spans(snap, {e[1] for e in edges})
+    rows = [(root, t, k, tier, line) for src, t, k, tier, line in edges if t in spans
+            for root in owner[src] if not _inside(spans[t], roots[root])]
+    return _grouped(rows)
 
 
 def in_edges(snap: Snapshot, handles: Iterable[str]) -> dict[str, list[tuple[str, str, str, int]]]:
     """{handle: [(source handle, edge kind, tier, first line)]}: who calls/references/
-    inherits each symbol directly."""
-    out: dict[str, list[tuple[str, str, str, int]]] = {}
-    for root, source, kind, tier, line in _with_roots(snap, handles, _IN_SQL):
-        out.setdefault(root, []).append((source, kind, tier, line))
-    return out
+    inherits each symbol directly (from outside it)."""
+    hs = list(handles)
+    roots = _spans(snap, hs)
+    edges = _with_roots(snap, hs, _EDGES_SQL.format(near="target_handle", far="source_handle"))
+    spans = _spans(snap, {e[1] for e in edges})
+    rows = [(t, src, k, tier, line) for t, src, k, tier, line in edges
+            if t in roots and src in spans and not _inside(spans[src], roots[t])]
+    return _grouped(rows)
 
 
 def symbol_info(snap: Snapshot, handles: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """The locator fields of each handle present in the snapshot."""
     rows = _with_roots(snap, handles, f"SELECT {', '.join('s.' + c for c in SYMBOL_INFO)} FROM symbols s "
                                       "SEMI JOIN _roots c ON s.handle = c.h")
     return {r[0]: dict(zip(SYMBOL_INFO, r, strict=True)) for r in rows}

@@ -381,6 +381,31 @@ def _run_group(g: Group, source: StateSource, cache: ObservationCache | None,
     return {o.citation_id: o for o in final}
 
 
+class _AdvisoryMemo:
+    """Advisories are deterministic for (snapshot id, citation id, depth) — snapshots are
+    immutable — so a process (the resident service) answers a repeated read from memory,
+    as the observation cache answers the outcome. Bounded; cleared when full."""
+
+    MAX = 100_000
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.known: dict[tuple[str, str, int], tuple] = {}
+
+    def get(self, key: tuple[str, str, int]) -> tuple | None:
+        with self.lock:
+            return self.known.get(key)
+
+    def put_many(self, items: dict[tuple[str, str, int], tuple]) -> None:
+        with self.lock:
+            if len(self.known) + len(items) > self.MAX:
+                self.known.clear()
+            self.known.update(items)
+
+
+_ADVISORIES = _AdvisoryMemo()
+
+
 def _with_advisories(cur: CurrentState, rs: list[Receipt], final: list[Observation], depth: int
                      ) -> list[Observation]:
     """``dependency-changed`` advisories (SPEC §21) on the exact symbol observations whose
@@ -391,6 +416,10 @@ def _with_advisories(cur: CurrentState, rs: list[Receipt], final: list[Observati
             and o.citation_id in by_id and by_id[o.citation_id].deps]
     if not todo:
         return final
+    known = {r.id: a for r, _ in todo if (a := _ADVISORIES.get((cur.snapshot_id, r.id, depth))) is not None}
+    if len(known) == len(todo):
+        return [o._replace(advisories=known[o.citation_id]) if known.get(o.citation_id) else o for o in final]
+    todo = [(r, o) for r, o in todo if r.id not in known]
     wanted = [(decisions.dependent_of(r, deps, d), d) for r, _ in todo
               for deps in (r.dependencies,) for d in deps if d.get("depth", 1) <= depth]
     try:
@@ -399,6 +428,8 @@ def _with_advisories(cur: CurrentState, rs: list[Receipt], final: list[Observati
     except CitegraphError:
         return final  # an advisory is optional: the outcomes stand without it
     adv = {r.id: decisions.dependency_advisories(r, o, ev, depth) for r, o in todo}
+    _ADVISORIES.put_many({(cur.snapshot_id, rid, depth): a for rid, a in adv.items()})
+    adv.update(known)
     return [o._replace(advisories=adv[o.citation_id]) if adv.get(o.citation_id) else o for o in final]
 
 
