@@ -202,6 +202,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         args_v = {"memory_ids": ids, "repo_paths": [repo]}
         client.call(home, "validate", args_v)  # warms the observation cache
         out["service_validate_96"] = summary(timed(lambda: client.call(home, "validate", args_v), args.runs))
+        # dependency-changed advisories (SPEC §21): depth 1 is the default above; 0 turns the
+        # check off, 3 is the deepest — the same 96 citations, ratios to depth 0
+        for depth in (0, 3):
+            a = {**args_v, "dependency_depth": depth}
+            client.call(home, "validate", a)
+            out[f"service_validate_96_depth{depth}"] = summary(timed(lambda a=a: client.call(home, "validate", a),
+                                                                     args.runs))
+        base0 = out["service_validate_96_depth0"]["p50_ms"]
+        out["ratio_advisories_depth1_to_off"] = round(out["service_validate_96"]["p50_ms"] / base0, 3)
+        out["ratio_advisories_depth3_to_off"] = round(out["service_validate_96_depth3"]["p50_ms"] / base0, 3)
+        rep = client.call(home, "validate", args_v)
+        out["recorded_dependencies"] = sum(len(r.dependencies) for it in items for r in it.receipts)
+        out["advisories_depth1"] = sum(len(c.get("advisories", ())) for m in rep["memories"] for c in m["citations"])
         out["service_ping"] = summary(timed(lambda: client.call(home, "ping", {}), args.runs))
 
         env = {**os.environ, "CITEGRAPH_HOME": str(home.root)}

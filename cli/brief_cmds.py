@@ -8,6 +8,7 @@ import click
 
 from citegraph.cli.common import (
     abspath,
+    dependency_depth_option,
     emit_json,
     get_home,
     handle_errors,
@@ -34,11 +35,13 @@ from citegraph.memory.brief_bounds import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
 @click.option("--json", "as_json", is_flag=True, help="The full structure (docs/schemas/brief.schema.json).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="text, or json (the same as --json).")
+@dependency_depth_option
 @no_service_option
 @click.pass_context
 @handle_errors
 def brief(ctx: click.Context, task: str, project: str | None, workset: str | None, refs: tuple[str, ...],
-          budget_tokens: int, repos: tuple[str, ...], as_json: bool, fmt: str, no_service: bool) -> None:
+          budget_tokens: int, repos: tuple[str, ...], as_json: bool, fmt: str, no_service: bool,
+          dependency_depth: int = 1) -> None:
     """Context Brief: the memories relevant to a task, each with its validated freshness,
     stale ones apart — bounded in work and in size; never indexes."""
     as_json = as_json or fmt == "json"
@@ -47,7 +50,7 @@ def brief(ctx: click.Context, task: str, project: str | None, workset: str | Non
                                  "a workset names its repositories; drop --repo", code=2)
     task = text_or_stdin(task, "--task")
     args = {"task": task, "project": project, "workset": workset, "code_refs": list(refs), "cwd": os.getcwd(),
-            "budget_tokens": budget_tokens,
+            "budget_tokens": budget_tokens, "dependency_depth": dependency_depth,
             "repo_paths": None if workset else ([abspath(r) for r in repos] or [abspath(".")])}
     served = via_service(ctx, "brief", args, no_service=no_service)
     if served is not None:
@@ -56,7 +59,8 @@ def brief(ctx: click.Context, task: str, project: str | None, workset: str | Non
     from citegraph.memory import api
 
     res = api.brief(get_home(ctx), task, project=project, workset=workset, code_refs=list(refs),
-                    budget_tokens=budget_tokens, repo_paths=list(repos) or None, cwd=os.getcwd())
+                    budget_tokens=budget_tokens, repo_paths=list(repos) or None, cwd=os.getcwd(),
+                    dependency_depth=dependency_depth)
     click.echo(res.json_text if as_json else res.text)
 
 

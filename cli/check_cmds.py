@@ -10,7 +10,7 @@ import tempfile
 
 import click
 
-from citegraph.cli.common import get_home, handle_errors, outputs
+from citegraph.cli.common import dependency_depth_option, get_home, handle_errors, outputs
 from citegraph.indexer.errors import CitegraphError
 
 
@@ -46,10 +46,11 @@ def write_output(out: str | None, text: str) -> None:
 @click.option("--fail-on", type=click.Choice(["stale", "unknown"]), default="stale", show_default=True,
               help="Exit 1 for a stale finding (stale), or also for an unknown one (unknown).")
 @click.option("--out", type=click.Path(dir_okay=False, allow_dash=True), help="Write the output here (- for stdout).")
+@dependency_depth_option
 @click.pass_context
 @handle_errors
 def check(ctx: click.Context, base: str, head: str, repo: str, project: str | None, fmt: str, fail_on: str,
-          out: str | None, as_json: bool = False) -> None:
+          out: str | None, as_json: bool = False, dependency_depth: int = 1) -> None:
     """Which memories does the change BASE..HEAD make stale? Validates only the citations the
     diff can affect, against HEAD, with the same tables as validate.
 
@@ -67,7 +68,7 @@ def check(ctx: click.Context, base: str, head: str, repo: str, project: str | No
         fmt = "json"
 
     rep = run_check(get_home(ctx), base=base, head=head, repo_path=repo, project=project, fail_on=fail_on,
-                    notify=lambda m: click.echo(m, err=True))
+                    notify=lambda m: click.echo(m, err=True), dependency_depth=dependency_depth)
     if fmt == "json":
         text = json.dumps(to_output(rep.to_json()), indent=1) + "\n"
     elif fmt == "sarif":

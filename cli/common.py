@@ -85,6 +85,14 @@ def no_service_option(fn: Callable[..., Any]) -> Callable[..., Any]:
                         help="Do not ask the resident service; read the worktree directly (one-shot).")(fn)
 
 
+def dependency_depth_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--dependency-depth N``: how deep recorded dependencies are checked for
+    ``dependency-changed`` advisories (SPEC §21; 1 = direct, at most 3, 0 = off)."""
+    return click.option("--dependency-depth", "dependency_depth", type=click.IntRange(0, 3), default=1,
+                        show_default=True,
+                        help="Check recorded dependencies this deep for dependency-changed advisories (0-3).")(fn)
+
+
 def via_service(ctx: click.Context, op: str, args: dict[str, Any], *, no_service: bool = False,
                 read_only: bool = True, timeout_s: float | None = None) -> Any:
     """The resident service's answer to ``op``, or None when none answers for this data

@@ -21,7 +21,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("check_cmds", "check"), "report": ("report_cmds", "report"),
     "watch": ("watch_cmds", "watch"), "serve": ("watch_cmds", "serve"), "mcp": ("mcp_cmds", "mcp"),
     "cited": ("agent_cmds", "cited"), "refresh": ("agent_cmds", "refresh"), "repo": ("agent_cmds", "repo"),
-    "hook": ("hook_cmds", "hook"),
+    "hook": ("hook_cmds", "hook"), "graph": ("graph_cmds", "graph"),
 }
 
 

@@ -11,6 +11,7 @@ import click
 
 from citegraph.cli.common import (
     abspath,
+    dependency_depth_option,
     emit_json,
     get_home,
     handle_errors,
@@ -199,12 +200,14 @@ FAIL_ON = {"stale": {"stale"}, "unknown": {"stale", "unknown"}}
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json (docs/schemas/validate.schema.json).")
 @click.option("--fail-on", type=click.Choice(["stale", "unknown"]))
 @click.option("--workset", help="Validate against the members of this workset (never builds; see docs/worksets.md).")
+@dependency_depth_option
 @no_service_option
 @click.pass_context
 @handle_errors
 def validate(ctx: click.Context, all_: bool, memory_ids: tuple[str, ...], project: str | None,
              repos: tuple[str, ...], at: str | None, fmt: str, fail_on: str | None,
-             workset: str | None = None, no_service: bool = False, as_json: bool = False) -> None:
+             workset: str | None = None, no_service: bool = False, as_json: bool = False,
+             dependency_depth: int = 1) -> None:
     """Check every citation against the exact current code: exact, relocated, changed,
     deleted or unknown."""
     if as_json:
@@ -216,17 +219,18 @@ def validate(ctx: click.Context, all_: bool, memory_ids: tuple[str, ...], projec
     if workset and (repos or at):
         raise click.UsageError("--workset cannot be combined with --repo or --at")
     args = {"memory_ids": list(memory_ids) or None, "project": project, "workset": workset, "at": at,
-            "repo_paths": [abspath(r) for r in repos] if repos else ([] if workset else [abspath(".")])}
+            "repo_paths": [abspath(r) for r in repos] if repos else ([] if workset else [abspath(".")]),
+            "dependency_depth": dependency_depth}
     data = via_service(ctx, "validate", args, no_service=no_service)
     if data is None:
         from citegraph.memory import api
 
         if workset:
             report = api.validate_workset(get_home(ctx), workset, memory_ids=list(memory_ids) or None,
-                                          project=project)
+                                          project=project, dependency_depth=dependency_depth)
         else:
             report = api.validate_memories(get_home(ctx), memory_ids=list(memory_ids) or None, project=project,
-                                           repo_paths=list(repos) or None, at=at)
+                                           repo_paths=list(repos) or None, at=at, dependency_depth=dependency_depth)
         data = report.to_json()
     if fmt == "json":
         emit_json(data)
@@ -268,6 +272,11 @@ def print_validation(data: dict) -> None:
                 loc = f"→ {o['path']}" + (f"#L{o['start_line']}-L{o['end_line']}" if o["start_line"] else "")
             reason = f"({c['reason']})" if c["reason"] else ""
             say("  " + _line(paint(f"{c['outcome']:9}", c["outcome"]), c.get("locator") or c["ref"], reason, loc))
+            for adv in c.get("advisories", ()):
+                now = adv["now"]
+                where = f"→ {now['path']}#L{now['start_line']}-L{now['end_line']}" \
+                    if now and adv["change"] != "deleted" else ""
+                say("    " + _line("dependency-changed:", adv["dependency"]["locator"], adv["change"], where))
             if c.get("next_step"):
                 steps[c["next_step"]] = None
         if m.get("next_step"):

@@ -43,6 +43,8 @@ CATEGORIES = (
     # SPEC §18 (the agent loop)
     "refresh",               # reviewed re-anchoring of moved citations; refused cases
     "overload",              # several same-name definitions: ordinals, the implementation by default
+    # SPEC §21 (the graph at work)
+    "dependency-change",     # exact citations whose recorded callee/base changed: advisories, never verdicts
 )
 
 # Step operations and the keys each accepts (besides ``op`` and ``repo``).
@@ -108,6 +110,31 @@ class Label:
         if self.path:
             s += f" @ {self.path}" + (f"#L{self.start_line}-L{self.end_line}" if self.start_line else "")
         return s
+
+
+ADVISORY_RE = re.compile(r"^\s*(?P<change>changed|deleted|relocated)\s+(?P<locator>\S+)"
+                         r"(?:\s*@\s*(?P<path>\S+))?\s*$")
+
+
+@dataclass(frozen=True)
+class AdvisoryLabel:
+    """An expected dependency-changed advisory: ``change locator[ @ path]`` — what happened
+    to the dependency recorded as ``locator`` (``path::Qualified.name`` at capture) and,
+    optionally, the path where it is now. An empty list expects none (SPEC §21)."""
+
+    change: str
+    locator: str
+    path: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> AdvisoryLabel:
+        m = ADVISORY_RE.match(text) if isinstance(text, str) else None
+        if not m:
+            raise CaseError(f"bad advisory label {text!r}: expected changed|deleted|relocated LOCATOR[ @ path]")
+        return cls(m["change"], m["locator"], m["path"])
+
+    def matches(self, change: str, locator: str, path: str | None) -> bool:
+        return (self.change, self.locator) == (change, locator) and self.path in (None, path)
 
 
 @dataclass(frozen=True)
@@ -182,13 +209,18 @@ def _check_steps(name: str, steps: list[Any], where: str) -> None:
             _check_steps(name, step["race"], f"{where}[{i}].race")
         if op == "validate":
             for mem, exp in step.get("expect", {}).items():
-                bad = set(exp) - {"freshness", "citations"}
+                bad = set(exp) - {"freshness", "citations", "advisories"}
                 if bad:
                     raise CaseError(f"{name}: {where}[{i}] expect.{mem}: unknown keys {sorted(bad)}")
                 if "freshness" in exp:
                     FreshLabel.parse(exp["freshness"])
                 for text in exp.get("citations", {}).values():
                     Label.parse(text)
+                for ref, texts in exp.get("advisories", {}).items():
+                    if not isinstance(texts, list):
+                        raise CaseError(f"{name}: {where}[{i}] expect.{mem}.advisories.{ref}: a list of labels")
+                    for text in texts:
+                        AdvisoryLabel.parse(text)
         if op == "capture" and not isinstance(step.get("refs", []), list):
             raise CaseError(f"{name}: {where}[{i}]: refs must be a list")
 

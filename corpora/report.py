@@ -92,6 +92,9 @@ def gates(results: list[CaseResult]) -> list[Gate]:
     snap = [f"{k.case}: {k.detail}" for k in checks if k.what == "snapshot" and not k.ok]
     out.append(_zero("incremental vs clean snapshot mismatches", snap))
 
+    false_adv = [f"{k.case}: {k.detail}" for k in checks if k.what == "false-advisory"]
+    out.append(_zero("false dependency-changed advisories", false_adv))
+
     for cls in ("changed", "deleted"):
         exp = [c for c in cites if c.label.outcome == cls]
         miss = [_where(c) for c in exp if c.outcome != cls]
@@ -121,7 +124,7 @@ def gates(results: list[CaseResult]) -> list[Gate]:
     wrong_labels += [f"{m.case} step {m.step} {m.memory}: freshness expected {m.expected}, got "
                      f"{m.freshness}" + (f"/{m.reason}" if m.reason else "") for m in mems if not m.correct]
     wrong_labels += [f"{k.case}: {k.what}: {k.detail}" for k in checks
-                     if k.what in ("capture", "unlabeled", "refresh") and not k.ok]
+                     if k.what in ("capture", "unlabeled", "refresh", "advisory") and not k.ok]
     out.append(_zero("labels not matched (citation, freshness, capture, refresh)", wrong_labels))
     return out
 

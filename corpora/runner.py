@@ -29,7 +29,7 @@ from typing import Any
 import blake3
 import duckdb
 
-from citegraph.corpora.case import Case, CaseError, FreshLabel, Label
+from citegraph.corpora.case import AdvisoryLabel, Case, CaseError, FreshLabel, Label
 from citegraph.corpora.gitops import Git, normalise_url
 from citegraph.graph.current import CurrentState, ScanSource
 from citegraph.graph.handles import repo_handle, symbol_handle
@@ -687,6 +687,7 @@ class CaseRun:
             for alias, twin in info.aliases.items():
                 if twin in observations:
                     observations[alias] = observations[twin]
+            self.check_advisories(i, mem, exp.get("advisories"), observations)
             labels = exp.get("citations", {})
             for ref in observations:
                 if ref not in labels:
@@ -708,6 +709,28 @@ class CaseRun:
                     citation_id=o_r[1].id if o_r else "")
                 rec.correct = _matches(label, rec)
                 self.result.citations.append(rec)
+
+    def check_advisories(self, i: int, mem: str, labels: dict[str, list[str]] | None,
+                         observations: dict[str, tuple[Any, Any]]) -> None:
+        """dependency-changed labels (SPEC §21): where a memory labels advisories, each of
+        its citations must carry exactly the labeled ones — a missing one is a label not
+        matched, an extra one a false advisory."""
+        if labels is None:
+            return
+        for ref, (o, _r) in observations.items():
+            want = [AdvisoryLabel.parse(t) for t in labels.get(ref, [])]
+            got = [(a.change, a.locator, a.now.path if a.now else None) for a in o.advisories]
+            false = [g for g in got if not any(w.matches(*g) for w in want)]
+            missed = [w for w in want if not any(w.matches(*g) for g in got)]
+            for g in false:
+                self.result.checks.append(CheckRecord(self.case.name, self.case.category, "false-advisory", False,
+                                                      f"step {i}: {mem}: {ref}: {g[0]} {g[1]} @ {g[2]}"))
+            for w in missed:
+                self.result.checks.append(CheckRecord(self.case.name, self.case.category, "advisory", False,
+                                                      f"step {i}: {mem}: {ref}: missing {w.change} {w.locator}"))
+            if not false and not missed:
+                self.result.checks.append(CheckRecord(self.case.name, self.case.category, "advisory", True,
+                                                      f"step {i}: {mem}: {ref}: {len(got)} advisory(ies)"))
 
     def oracle_current(self, members: list[str], before: dict, after: dict, at_sha: str | None) -> bool:
         """Exact-current by the runner's own bookkeeping: the state every member of the

@@ -38,6 +38,7 @@ from typing import Any
 import duckdb
 import pygit2
 
+from citegraph.graph import edge_resolution
 from citegraph.graph.build_hooks import NO_HOOKS, BuildHooks, BuildStats, checkpoint
 from citegraph.graph.build_inventory import TRANSIENT_REASONS, in_tree
 from citegraph.graph.build_publish import publish_file, tmp_path
@@ -153,6 +154,8 @@ def _write_full(rs: RepoStore, entry: dict[str, Any], base: dict[str, Any], tmp:
         if redo:
             writer.bulk("overrides", {"path": redo})
         writer.copy("meta", f"SELECT key, CASE WHEN key = 'base' THEN '' ELSE value END FROM {own('meta')}")
+        # Derived rows recomputed over the union now held whole (what a clean build writes).
+        edge_resolution.write_resolution(out, None)
         out.execute(SNAPSHOT_INDEXES)
         out.execute("DETACH base")
         close_snapshot(out, tmp, "duckdb")

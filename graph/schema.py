@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SNAPSHOT_SCHEMA_VERSION = 5  # 3: escaped (stored) paths, not-regular rows; 4: damage regions;
-# 5: a full snapshot's overrides list every path a delta over it must redo; deltas are Parquet
+SNAPSHOT_SCHEMA_VERSION = 6  # 3: escaped (stored) paths, not-regular rows; 4: damage regions;
+# 5: a full snapshot's overrides list every path a delta over it must redo; deltas are Parquet;
+# 6: resolved edges and import targets (graph/edge_resolution.py)
 FACTS_SCHEMA_VERSION = 4  # 3: damage regions; 4: rows may stay in a full snapshot (source)
 
 
@@ -80,8 +81,16 @@ DAMAGE = Table("damage", (
     _c("error_line", "INTEGER", False), _c("construct", "VARCHAR", False), _c("blob_id", "VARCHAR", False)))
 CONTENTS = Table("contents", (_c("blob_id", "VARCHAR"), _c("data", "BLOB", False)), primary_key="blob_id")
 OVERRIDES = Table("overrides", (_c("path", "VARCHAR", False),))
+# Derived per snapshot from the (union) rows (graph/edge_resolution.py; docs/graph.md).
+RESOLVED_EDGES = Table("resolved_edges", (
+    _c("path", "VARCHAR", False), _c("source_handle", "VARCHAR"), _c("kind", "VARCHAR", False),
+    _c("target", "VARCHAR", False), _c("line", "INTEGER", False), _c("target_handle", "VARCHAR"),
+    _c("target_path", "VARCHAR"), _c("tier", "VARCHAR", False), _c("rule", "VARCHAR")))
+IMPORT_TARGETS = Table("import_targets", (
+    _c("path", "VARCHAR", False), _c("target", "VARCHAR", False), _c("target_path", "VARCHAR", False),
+    _c("item", "VARCHAR")))
 
-SNAPSHOT_TABLES = (META, FILES, SYMBOLS, EDGES, DAMAGE, CONTENTS, OVERRIDES)
+SNAPSHOT_TABLES = (META, FILES, SYMBOLS, EDGES, DAMAGE, CONTENTS, OVERRIDES, RESOLVED_EDGES, IMPORT_TARGETS)
 TABLES = {t.name: t for t in SNAPSHOT_TABLES}
 
 SNAPSHOT_DDL = "\n".join(t.ddl() for t in SNAPSHOT_TABLES) + "\n"
@@ -94,6 +103,10 @@ CREATE INDEX symbols_fragment ON symbols(fragment_hash);
 CREATE INDEX symbols_path ON symbols(path);
 CREATE INDEX damage_path ON damage(path);
 """
+# ``resolved_edges`` and ``import_targets`` (the files each import names) are derived per
+# snapshot from the (union) rows (graph/edge_resolution.py): a delta holds the whole
+# union's import targets, and the resolved rows of the edges it recomputed, which readers
+# lay over its base's rows.
 
 # The facts cache holds, per (blob, language), the file facts and the snapshot rows as
 # first built at ``origin_path`` (handles are path-dependent: re-homed on reuse elsewhere).

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from citegraph.graph import build_inventory as inv
-from citegraph.graph import coverage_summary, facts_cache
+from citegraph.graph import coverage_summary, edge_resolution, facts_cache
 from citegraph.graph.build_hooks import NO_HOOKS, BuildHooks, BuildStats, checkpoint
 from citegraph.graph.build_inventory import TRANSIENT_REASONS, FileRow
 from citegraph.graph.build_publish import (
@@ -184,6 +184,8 @@ def _assemble(target: BuildTarget, rs: RepoStore, stats: BuildStats, progress: P
         facts_cache.remember(out, new_keys, source=None if p.base else target.snapshot_id)
         if p.base:
             out.execute("DETACH base")
+        # Derived rows (resolved edges, import targets) over the union the readers will see.
+        edge_resolution.write_resolution(out, rs.snapshot_path(p.base["snapshot_id"]) if p.base else None)
         facts_cache.detach(out)
         close_snapshot(out, tmp, container)
     finally:

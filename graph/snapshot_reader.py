@@ -80,6 +80,17 @@ class Snapshot:
                 for t in (*LAYERED_TABLES, "contents"):
                     con.execute(f"CREATE TEMP VIEW {t} AS SELECT * FROM {own(t)}")
             con.execute(f"CREATE TEMP VIEW meta AS SELECT * FROM {own('meta')}")
+            # Derived over the union (graph/edge_resolution.py): a delta holds the rows of the
+            # edges whose resolution it recomputed, which replace the base's rows of the same
+            # edge; the base's rows of its overridden paths are hidden like its edges.
+            if base:
+                con.execute(f"CREATE TEMP VIEW resolved_edges AS SELECT * FROM {own('resolved_edges')} UNION ALL "
+                            f"SELECT x.* FROM {b}.resolved_edges x ANTI JOIN {own('overrides')} o ON o.path = x.path "
+                            f"ANTI JOIN {own('resolved_edges')} r ON r.path = x.path AND r.kind = x.kind "
+                            "AND r.target = x.target AND coalesce(r.source_handle, '') = coalesce(x.source_handle, '')")
+            else:
+                con.execute(f"CREATE TEMP VIEW resolved_edges AS SELECT * FROM {own('resolved_edges')}")
+            con.execute(f"CREATE TEMP VIEW import_targets AS SELECT * FROM {own('import_targets')}")
         except BaseException:
             _release(con, aliases)
             raise

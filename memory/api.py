@@ -89,7 +89,8 @@ def default_scope(repo_paths: list[str] | None) -> list[str]:
 
 def validate_memories(home: Home, *, memory_ids: list[str] | None = None, project: str | None = None,
                       repo_paths: list[str] | None = None, at: str | None = None,
-                      scope: Scope | None = None, source: StateSource | None = None) -> ValidationReport:
+                      scope: Scope | None = None, source: StateSource | None = None,
+                      dependency_depth: int = 1) -> ValidationReport:
     """Validate the selected memories against the exact-current snapshots of the scope
     (``repo_paths``, default the current directory, read through ``source``; or a prepared
     ``scope``, which carries its own source and ``at``)."""
@@ -106,16 +107,17 @@ def validate_memories(home: Home, *, memory_ids: list[str] | None = None, projec
                 raise CitegraphError(str(what), todo, code=code)
     with MemoryStore.open(home) as ms:
         mems = select_memories(ms, memory_ids, project)
-        return validate_stored(home, ms, mems, scope)
+        return validate_stored(home, ms, mems, scope, dependency_depth=dependency_depth)
 
 
 def validate_stored(home: Home, ms: MemoryStore, mems: list[Memory], scope: Scope, *,
-                    max_citations: int | None = None, max_repositories: int | None = None) -> ValidationReport:
+                    max_citations: int | None = None, max_repositories: int | None = None,
+                    dependency_depth: int = 1) -> ValidationReport:
     """The pipeline over stored memories, with the store as observation cache (preloaded
     in one query, new observations written back)."""
     cache = StoreCache()
     plan = pipeline.plan(home, to_inputs(mems), scope, max_citations=max_citations,
-                         max_repositories=max_repositories)
+                         max_repositories=max_repositories, dependency_depth=dependency_depth)
     cache.load(ms, plan.wanted())
     report = pipeline.aggregate(plan, pipeline.run(plan, cache=cache))
     cache.flush(ms)
@@ -140,7 +142,7 @@ def brief(home: Home, task: str, *, project: str | None = None, workset: str | N
           code_refs: list[str] | None = None, budget_tokens: int = 1250,
           repo_paths: list[str] | None = None, repo: str | os.PathLike[str] | None = None,
           use_cache: bool = True, source: StateSource | None = None, repository_memories: bool = False,
-          cwd: str | os.PathLike[str] | None = None) -> Any:
+          cwd: str | os.PathLike[str] | None = None, dependency_depth: int = 1) -> Any:
     """Context Brief (SPEC §8). Returns a ``BriefResult``: ``.to_json()`` is the
     ``brief --json`` structure, ``.to_text()`` the text rendering; text + JSON together stay
     under ``budget_tokens``. Never indexes. Memories citing ``code_refs`` rank first;
@@ -150,7 +152,7 @@ def brief(home: Home, task: str, *, project: str | None = None, workset: str | N
     paths = list(repo_paths) if repo_paths else ([os.fspath(repo)] if repo is not None else None)
     return run_brief(home, task, project=project, workset=workset, code_refs=list(code_refs or []),
                      budget_tokens=budget_tokens, repo_paths=paths, use_cache=use_cache, source=source,
-                     repository_memories=repository_memories, cwd=cwd)
+                     repository_memories=repository_memories, cwd=cwd, dependency_depth=dependency_depth)
 
 
 def workset_prepare(home: Home, name: str, *, concurrency: int | None = None, jobs: int | None = None
@@ -169,7 +171,8 @@ def workset_status(home: Home, name: str) -> dict[str, Any]:
 
 
 def validate_workset(home: Home, name: str, *, memory_ids: list[str] | None = None,
-                     project: str | None = None, source: StateSource | None = None) -> ValidationReport:
+                     project: str | None = None, source: StateSource | None = None,
+                     dependency_depth: int = 1) -> ValidationReport:
     """``citegraph validate --workset NAME``: every citation routed to its member's
     exact-current snapshot; never builds."""
     from citegraph.memory import workset as ws
@@ -177,7 +180,7 @@ def validate_workset(home: Home, name: str, *, memory_ids: list[str] | None = No
     with MemoryStore.open(home) as ms:
         scope = ws.load_scope(ms, name, source=source)
         mems = select_memories(ms, memory_ids, project)
-        return validate_stored(home, ms, mems, scope)
+        return validate_stored(home, ms, mems, scope, dependency_depth=dependency_depth)
 
 
 def import_legacy(home: Home, path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -42,7 +42,7 @@ from citegraph.memory.brief_pack import (  # noqa: F401 - the projection, re-exp
     safe,
 )
 from citegraph.memory.observation_cache import StoreCache
-from citegraph.memory.recall import MAX_CANDIDATES, Candidate, recall, task_patterns
+from citegraph.memory.recall import MAX_CANDIDATES, W_NEAR, Candidate, recall, task_patterns
 from citegraph.memory.store import Memory, MemoryStore, check_name
 from citegraph.memory.workset import load_scope
 from citegraph.validator import pipeline
@@ -79,6 +79,7 @@ def _item(rank: int, mem: Memory, cand: Candidate, v: MemoryVerdict) -> Item:
     cites = []
     bad = []
     moved: set[str] = set()
+    advisories: list[tuple[str, Any]] = []  # (citing locator, Advisory)
     for o in v.observations:
         r = receipts[o.citation_id]
         # ``observed`` means what it means in validate (docs/schemas/common.schema.json):
@@ -88,6 +89,7 @@ def _item(rank: int, mem: Memory, cand: Candidate, v: MemoryVerdict) -> Item:
                       "reason": o.reason, "observed": observed})
         if _moved(r, observed):
             moved.add(r.id)
+        advisories += [(r.locator, a) for a in o.advisories]
         if o.outcome in ("changed", "deleted"):
             bad.append(f"{o.outcome} {r.locator}")
     reason: str | None = None
@@ -109,6 +111,11 @@ def _item(rank: int, mem: Memory, cand: Candidate, v: MemoryVerdict) -> Item:
         if c["reason"] == Reason.INVALID_CITATION:
             issues.append({"kind": "invalid-code-citation", "memory_id": mem.id,
                            "message": _short(f"stored citation {c['id']} is malformed")})
+    for locator, a in advisories:  # an issue beside the memory; its freshness is unchanged (SPEC §21)
+        now = a.now
+        where = f" (now {now.path}#L{now.start_line}-L{now.end_line})" if now and a.change != "deleted" else ""
+        issues.append({"kind": "dependency-changed", "memory_id": mem.id,
+                       "message": _short(f"{locator} depends on {a.locator}: {a.change}{where}")})
     return Item(rank, mem, cand.score, v, cites, reason, issues, moved=moved)
 
 
@@ -174,7 +181,7 @@ def run_brief(home: Home, task: str, *, project: str | None = None, workset: str
               code_refs: list[str] | tuple[str, ...] = (), budget_tokens: int = DEFAULT_BUDGET,
               repo_paths: list[str] | None = None, use_cache: bool = True,
               source: StateSource | None = None, repository_memories: bool = False,
-              cwd: str | os.PathLike[str] | None = None) -> BriefResult:
+              cwd: str | os.PathLike[str] | None = None, dependency_depth: int = 1) -> BriefResult:
     """Build a Context Brief; never indexes and never writes a snapshot. ``source``: where
     repository states are read (default: a git-status scan). Memories whose citations
     touch ``code_refs`` rank first (the code index, memory/cited.py); with
@@ -204,6 +211,13 @@ def run_brief(home: Home, task: str, *, project: str | None = None, workset: str
             paths = repo_paths if repo_paths is not None else ["."]
             scope = pipeline.Scope.for_paths([os.path.realpath(os.fspath(p)) for p in paths], source=source)
         pinned = _pinned(home, ms, scope, list(code_refs), bool(workset), repository_memories)
+        if code_refs and not workset and scope.paths:  # recall by proximity (SPEC §21)
+            from citegraph.memory.cited import nearby_handles
+
+            cur = scope.members[scope.paths[0][0]].cur if scope.paths[0][0] in scope.members else None
+            prefix = cur.identity.repository_id[:16] if cur is not None else None
+            for h in nearby_handles(list(code_refs), cur):
+                pats.add("handle", h, prefix, W_NEAR)
         cands = recall(ms, task, project=project, patterns=pats, limit=MAX_CANDIDATES, pinned=pinned)
         ids = [c.memory_id for c in cands]
         loaded = {m.id: m for m in ms.load(where="list_contains(?::VARCHAR[], id)", params=[ids])} if ids else {}
@@ -212,7 +226,7 @@ def run_brief(home: Home, task: str, *, project: str | None = None, workset: str
         mems = [m for _, m in pairs]
         t1 = time.perf_counter()
         plan = pipeline.plan(home, to_inputs(mems), scope, max_citations=MAX_CITATIONS,
-                             max_repositories=MAX_REPOSITORIES)
+                             max_repositories=MAX_REPOSITORIES, dependency_depth=dependency_depth)
         if cache is not None:
             cache.load(ms, plan.wanted())
         timings["plan"] = time.perf_counter() - t1

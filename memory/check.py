@@ -35,11 +35,13 @@ from citegraph.indexer import gitrepo
 from citegraph.indexer.errors import CitegraphError
 from citegraph.memory.store import MEMORY_COLS, RECEIPT_FIELDS, Memory, MemoryStore
 from citegraph.validator import diff_scope, pipeline
-from citegraph.validator.model import Observation, Receipt
+from citegraph.validator.model import Advisory, Observation, Receipt
 from citegraph.validator.next_steps import next_step
 
-RULES = ("changed", "deleted", "relocated", "unknown")  # one SARIF rule per outcome
-LEVEL = {"changed": "error", "deleted": "error", "relocated": "warning", "unknown": "note"}
+# one SARIF rule per outcome, and one for the advisory on an exact citation (SPEC §21)
+RULES = ("changed", "deleted", "relocated", "unknown", "dependency-changed")
+LEVEL = {"changed": "error", "deleted": "error", "relocated": "warning", "unknown": "note",
+         "dependency-changed": "warning"}
 FAIL_ON = {"stale": {"changed", "deleted"}, "unknown": {"changed", "deleted", "unknown"}}
 EXIT_CLEAN, EXIT_FINDING, EXIT_UNKNOWN = 0, 1, 2
 MAX_QUOTE = 200  # characters of memory text quoted in a finding's message
@@ -71,6 +73,7 @@ class Finding:
     scope: str  # diff_scope.ScopeReason
     location: dict[str, Any] | None = None  # path, start_line, end_line, side (head|base), file_level
     next_step: str | None = None
+    advisory: Advisory | None = None  # rule dependency-changed: the dependency and what happened
 
     @property
     def level(self) -> str:
@@ -95,6 +98,13 @@ class Finding:
             return f"Memory {quoted} (topic {topic}) is stale: {what}."
         if self.rule == "deleted":
             return f"Memory {quoted} (topic {topic}) is stale: this change deleted the code of its citation {ref}."
+        if self.rule == "dependency-changed" and self.advisory is not None:
+            a = self.advisory
+            now = f"; it is now at {a.now.path}#L{a.now.start_line}-L{a.now.end_line}" \
+                if a.now and a.change != "deleted" else ""
+            return (f"Memory {quoted} (topic {topic}): its citation {ref} is unchanged, but {a.locator}, which it "
+                    f"{'inherits from' if a.edge == 'inherits' else a.edge.rstrip('s') + 's'}, was {a.change} in this "
+                    f"change{now} (the memory stays fresh; check that the claim still holds).")
         if self.rule == "relocated":
             return (f"Memory {quoted} (topic {topic}): its citation {ref} moved to {where(h)} in this change "
                     "(the claim stays fresh; refresh the link with citegraph refresh --accept relocated).")
@@ -108,7 +118,8 @@ class Finding:
                 "memory": dict(self.memory),
                 "citation": {"id": r.id, "ref": r.ref, "kind": r.kind, "path": r.path, "handle": r.handle},
                 "base": self.base.to_dict(), "head": self.head.to_dict(),
-                "location": self.location, "next_step": self.next_step}
+                "location": self.location, "next_step": self.next_step,
+                **({"advisory": self.advisory.to_dict()} if self.advisory is not None else {})}
 
 
 @dataclass
@@ -167,7 +178,7 @@ def where(o: Observation) -> str:
 
 def run_check(home: Home, *, base: str, head: str = "HEAD", repo_path: str | os.PathLike[str] = ".",
               project: str | None = None, fail_on: str = "stale",
-              notify: Callable[[str], None] | None = None) -> CheckReport:
+              notify: Callable[[str], None] | None = None, dependency_depth: int = 1) -> CheckReport:
     """Check the memories of ``project`` (all when None) against the change ``base..head``
     of the repository at ``repo_path``. Raises ``CitegraphError`` for a path that is not a
     repository (3), a bad ``fail_on`` or an unreadable ``head`` (2); an unreadable or
@@ -213,6 +224,8 @@ def run_check(home: Home, *, base: str, head: str = "HEAD", repo_path: str | os.
             if r.repository_id != identity.repository_id:
                 continue
             reason = diff_scope.scope_reason(r, touched)
+            if reason is None and dependency_depth > 0 and diff_scope.dependency_touched(r, touched):
+                reason = diff_scope.ScopeReason.DEPENDENCY_CHANGED
             if reason is not None:
                 kept.append(r)
                 scopes[(m.id, r.id)] = str(reason)
@@ -221,8 +234,10 @@ def run_check(home: Home, *, base: str, head: str = "HEAD", repo_path: str | os.
     rep.counts["affected_citations"] = len(scopes)
     rep.counts["untouched_citations"] = counts["citations"] - len(scopes)
     if items:
-        at_base = pipeline.validate(home, items, pipeline.Scope.for_paths([os.fspath(repo_path)], at=rep.base.commit))
-        at_head = pipeline.validate(home, items, pipeline.Scope.for_paths([os.fspath(repo_path)], at=rep.head.commit))
+        at_base = pipeline.validate(home, items, pipeline.Scope.for_paths([os.fspath(repo_path)], at=rep.base.commit),
+                                    dependency_depth=dependency_depth)
+        at_head = pipeline.validate(home, items, pipeline.Scope.for_paths([os.fspath(repo_path)], at=rep.head.commit),
+                                    dependency_depth=dependency_depth)
         _classify(rep, repo, mems, items, scopes, at_base, at_head, {c.path: c for c in changes})
     rep.status = "findings" if rep.findings else "clean"
     return rep
@@ -302,6 +317,8 @@ def _affected_memories(ms: MemoryStore, repo: Any, hsnap: Snapshot, rid: str, pr
                 AND blob_id IN (SELECT v FROM _check_keys WHERE k = 'blob')
             UNION SELECT {cols} FROM cur WHERE kind = 'span'
                 AND path IN (SELECT v FROM _check_keys WHERE k = 'gone')
+            UNION SELECT {cols} FROM cur WHERE kind = 'symbol' AND deps IS NOT NULL AND EXISTS (
+                SELECT 1 FROM _check_keys k WHERE k.k IN ('path', 'frag') AND contains(cur.deps, '"' || k.v || '"'))
             UNION SELECT {cols} FROM cur WHERE kind = 'symbol' AND (
                 fragment_hash IN (SELECT v FROM _check_keys WHERE k = 'frag')
                 OR body_hash IN (SELECT v FROM _check_keys WHERE k = 'body')
@@ -345,6 +362,14 @@ def _classify(rep: CheckReport, repo: Any, mems: list[Memory], items: list[pipel
             b = base_obs[(m.id, h.citation_id)]
             kind = diff_scope.change_kind(b, h)
             if kind == "unchanged" and h.outcome == "exact":
+                r = receipts[h.citation_id]
+                before = {(a.handle, a.change, a.now) for a in b.advisories}
+                for a in h.advisories:  # new in this change: a warning at the dependency's change
+                    if (a.handle, a.change, a.now) not in before:
+                        f = Finding("dependency-changed", memory, r, b, h, scopes[(m.id, r.id)], advisory=a)
+                        f.location = _dependency_location(a, changes, rep.base.commit or "",
+                                                          rep.head.commit or "", lines)
+                        rep.findings.append(f)
                 continue
             r = receipts[h.citation_id]
             f = Finding(h.outcome, memory, r, b, h, scopes[(m.id, r.id)])
@@ -357,6 +382,22 @@ def _classify(rep: CheckReport, repo: Any, mems: list[Memory], items: list[pipel
     order = {k: i for i, k in enumerate(RULES)}
     rep.findings.sort(key=lambda f: (order[f.rule], f.location["path"] if f.location else "",
                                      f.location["start_line"] if f.location else 0, f.memory["id"], f.citation.id))
+
+
+def _dependency_location(a: Advisory, changes: dict[str, diff_scope.PathChange], base_commit: str,
+                         head_commit: str, lines: diff_scope.LineLengths) -> dict[str, Any]:
+    """Where a dependency-changed warning points: the dependency now (head lines), or —
+    deleted — its file at the head, file level (the base path when the file is gone)."""
+    if a.now is not None and a.change != "deleted":
+        last = max(1, len(lines.lines(head_commit, a.now.path)))
+        s = min(a.now.start_line or 1, last)
+        e = min(max(a.now.end_line or s, s), last)
+        return {"path": a.now.path, "start_line": s, "end_line": e, "side": "head", "file_level": False,
+                "end_column": lines.length(head_commit, a.now.path, e) + 1}
+    path = a.locator.split("::", 1)[0]
+    ch = changes.get(path)
+    side = "base" if ch is not None and ch.new_blob is None else "head"
+    return {"path": path, "start_line": 1, "end_line": 1, "side": side, "file_level": True, "end_column": 1}
 
 
 def _location(repo: Any, f: Finding, changes: dict[str, diff_scope.PathChange],

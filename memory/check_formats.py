@@ -40,6 +40,12 @@ RULE_TEXT = {
                 "After this change a citation can no longer be judged exactly (ambiguous copies, "
                 "incomplete coverage, …): citegraph will not guess.",
                 "The message names the reason and the next step. An unknown never counts as fresh."),
+    "dependency-changed": ("Dependency of cited code changed",
+                           "A citation's code is unchanged, but code it calls, references or inherits from "
+                           "(recorded at capture) was changed, deleted or moved in this change.",
+                           "The memory stays fresh: its cited bytes are exact. Its meaning may not be — read the "
+                           "dependency at this location and check that the claim still holds (an advisory, "
+                           "never a verdict; docs/graph.md)."),
 }
 PROBLEM_SEVERITY = {"error": "error", "warning": "warning", "note": "recommendation"}
 

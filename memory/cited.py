@@ -25,6 +25,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from citegraph.graph import graph_view
 from citegraph.graph.current import CurrentState, StateSource
 from citegraph.graph.ref_paths import RefPaths, normalize_refs
 from citegraph.graph.snapshot_reader import Snapshot
@@ -304,6 +305,42 @@ def memory_json(f: Found, receipts: dict[str, Receipt]) -> dict[str, Any]:
             "warnings": list(v.warnings) if v else [],
             "matches": [{"ref": x.target.ref, "citation_id": x.citation_id, "how": x.how} for x in f.matches],
             "citations": cites}
+
+
+NEAR_HOPS = 2
+MAX_NEAR = 64  # neighbour handles per brief: bounds the traversal and the boost join
+
+
+def nearby_handles(refs: list[str], cur: CurrentState | None, hops: int = NEAR_HOPS,
+                   limit: int = MAX_NEAR) -> list[str]:
+    """Handles of the symbols within ``hops`` of the symbols ``refs`` name, in the
+    exact-current snapshot's resolved edges (either direction; the symbols themselves
+    excluded; at most ``limit``, nearest first). Empty without an exact-current snapshot
+    or a symbol ref: proximity is a ranking hint, never a claim."""
+    if cur is None or not cur.exact_current:
+        return []
+    parsed = []
+    for ref in refs:
+        try:
+            p = parse_ref(ref)
+        except CitegraphError:
+            continue
+        if p.kind == "symbol":
+            parsed.append(p)
+    if not parsed:
+        return []
+    with Snapshot.open(cur.store, cur.snapshot_id, cur.repo) as snap:
+        roots = []
+        for p in parsed:
+            try:
+                roots.append(find_symbol(p, cur, snap)["handle"])
+            except CitegraphError:
+                continue
+        if not roots:
+            return []
+        g, _cut = graph_view.subgraph(snap, roots, "both", hops, max_nodes=limit + len(roots))
+    near = graph_view.distances(g, roots, "both")
+    return sorted((h for h in near if h not in roots), key=lambda h: (near[h], h))[:limit]
 
 
 def cited_ids(ms: MemoryStore, refs: list[str], cur: CurrentState | None, repository_ids: list[str]) -> list[str]:

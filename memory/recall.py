@@ -45,6 +45,10 @@ B = 0.75
 MAX_CANDIDATES = 24
 W_CODE_REF = 3.0
 W_TASK = 1.5
+# A memory citing a symbol within two hops of a ``--code-ref`` symbol (calls, references,
+# inherits, either way; memory/cited.py ``nearby_handles``): below a direct hit, above a
+# task word. Uncited memories cite nothing, so their scores never move (legacy parity).
+W_NEAR = 1.0
 MAX_PATTERNS = 64  # task-derived patterns considered (bounds the boost join)
 
 _HANDLE_RE = re.compile(r"cg[sr]_[0-9a-f_]+")

@@ -18,6 +18,7 @@ layers:
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable, Iterable
@@ -27,6 +28,7 @@ from typing import Any
 import blake3
 import pygit2
 
+from citegraph.graph.graph_view import MAX_DEP_DEPTH, MAX_DEPS
 from citegraph.graph.handles import CGS_RE, symbol_handle
 from citegraph.graph.store import Home
 from citegraph.indexer import gitrepo
@@ -35,6 +37,7 @@ from citegraph.indexer.errors import CitegraphError
 from citegraph.indexer.extract import EXTRACTOR_VERSION, FileFacts, blake3_hex
 from citegraph.indexer.languages import LANGUAGES, language_for_path
 from citegraph.memory.untrusted_json import lone_surrogate, shown
+from citegraph.validator.capture import MAX_DEPS_JSON_BYTES
 from citegraph.validator.model import Receipt
 from citegraph.validator.refs import check_path, parse_ref
 from citegraph.validator.spans import hash_bytes, line_count, line_starts, span_bytes
@@ -50,7 +53,7 @@ MAX_NAME_BYTES = 1024  # UTF-8 bytes of a symbol name or qualified name
 MAX_REF_BYTES = MAX_PATH_BYTES + 2 + MAX_NAME_BYTES  # path::Qualified.name at most
 # One receipt as JSON, worst case: every variable string made of characters that JSON
 # escapes as \u00XX (6 bytes for 1), plus 2 KiB for the fixed-size fields and the keys.
-MAX_RECEIPT_JSON_BYTES = 6 * (MAX_REF_BYTES + MAX_PATH_BYTES + 2 * MAX_NAME_BYTES) + 2048
+MAX_RECEIPT_JSON_BYTES = 6 * (MAX_REF_BYTES + MAX_PATH_BYTES + 2 * MAX_NAME_BYTES) + 2048 + 6 * MAX_DEPS_JSON_BYTES
 PARSE_TIMEOUT_S = 10.0  # re-extraction of one blob (the indexer's default is 5 s)
 
 HEX32 = re.compile(r"^[0-9a-f]{32}$")
@@ -137,6 +140,12 @@ def _check(values: Any) -> None:
         v = values.get(k)
         if k == "id":
             continue
+        if k == "deps":  # optional, symbol receipts only; hashed into the id when present
+            if v is not None:
+                if kind != "symbol":
+                    raise _Bad(f"{where}: a {kind} citation has no deps (got {shown(v)})")
+                _check_deps(where, v)
+            continue
         if k not in wanted:
             if v is not None:
                 raise _Bad(f"{where}: a {kind} citation has no {k} (got {shown(v)})")
@@ -177,6 +186,38 @@ def _check(values: Any) -> None:
     if kind == "symbol":
         _check_symbol(where, values)
     _check_ref(where, values)
+
+
+DEP_FIELDS = {"handle": str, "path": str, "qualified_name": str, "ordinal": int, "symbol_kind": str,
+              "fragment_hash": str, "edge": str, "tier": str, "depth": int, "via": int}
+
+
+def _check_deps(where: str, v: Any) -> None:
+    """A receipt's recorded dependencies (validator/capture.py ``encode_deps``): bounded
+    JSON, each entry with exactly the fields capture writes, in their shapes."""
+    if not isinstance(v, str):
+        raise _Bad(f"{where}: deps is {_type_name(v)}, not a string")
+    if len(v.encode("utf-8", "surrogateescape")) > MAX_DEPS_JSON_BYTES:
+        raise _Bad(f"{where}: deps is longer than {MAX_DEPS_JSON_BYTES} bytes")
+    try:
+        deps = json.loads(v)
+    except ValueError:
+        raise _Bad(f"{where}: deps is not JSON") from None
+    if not isinstance(deps, list) or len(deps) > MAX_DEPS:
+        raise _Bad(f"{where}: deps is not a list of at most {MAX_DEPS} dependencies")
+    for d in deps:
+        if not isinstance(d, dict) or set(d) != set(DEP_FIELDS):
+            raise _Bad(f"{where}: a dependency does not have the fields {', '.join(sorted(DEP_FIELDS))}")
+        for f, t in DEP_FIELDS.items():
+            if not isinstance(d[f], t) or isinstance(d[f], bool):
+                raise _Bad(f"{where}: dependency {f} is {_type_name(d[f])}")
+        if not CGS_RE.fullmatch(d["handle"]) or not HEX32.fullmatch(d["fragment_hash"]):
+            raise _Bad(f"{where}: dependency {shown(d['handle'])} has a malformed handle or fragment hash")
+        if not 1 <= d["depth"] <= MAX_DEP_DEPTH or not -1 <= d["via"] < MAX_DEPS:
+            raise _Bad(f"{where}: dependency {d['handle']} has depth or via out of range")
+        if len(d["path"].encode("utf-8", "surrogateescape")) > MAX_PATH_BYTES or \
+                len(d["qualified_name"].encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
+            raise _Bad(f"{where}: dependency {d['handle']} has a path or name too long")
 
 
 def _shape(k: str) -> str:

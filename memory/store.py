@@ -4,8 +4,10 @@ the code index (code → memories) and the observation cache, in one DuckDB file
 Schema versions (``meta.schema_version``; docs/storage.md): 1 — memories, revisions,
 citations, terms, observations, worksets; 2 — adds the ``code_index`` (the inverse index
 of the current revisions' citations, SPEC §18) and ``revisions.refresh`` (what a refresh
-replaced and why). A store of version 1 is migrated in place, in one transaction, the
-first time it is opened (read-only opens migrate first, then read); a newer one is refused.
+replaced and why); 3 — adds ``citations.deps`` (a symbol receipt's resolved dependencies
+at capture, SPEC §21; NULL for the receipts stored before, which get no advisories). A
+store of an older version is migrated in place, in one transaction, the first time it is
+opened (read-only opens migrate first, then read); a newer one is refused.
 
 Connections are short-lived (open, one transaction, close) because a DuckDB file opened
 read-write by one process excludes every other process; a busy store is retried for a
@@ -35,7 +37,7 @@ from citegraph.graph.store import Home
 from citegraph.indexer.errors import CitegraphError
 from citegraph.validator.model import Observation, Observed, Receipt
 
-MEMORY_SCHEMA_VERSION = 2
+MEMORY_SCHEMA_VERSION = 3
 LOCK_WAIT_S = 10.0
 NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,128}")  # used with fullmatch: "team\n" is no name
 # One limit on memory text for every way in (capture, MCP, import, import-legacy): a memory
@@ -323,6 +325,10 @@ class MemoryStore:
                 return  # current: no DDL on the hot path of every write
         self.con.execute("BEGIN TRANSACTION")
         try:
+            if version in (1, 2):
+                # 2 → 3: recorded dependencies; old receipts keep NULL (no deps, no advisories).
+                # First: the 1 → 2 step reads every receipt field.
+                self.con.execute("ALTER TABLE citations ADD COLUMN IF NOT EXISTS deps VARCHAR")
             if version == 1:
                 self._migrate_1_to_2()
             self.con.execute(DDL)

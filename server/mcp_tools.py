@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 from citegraph.server.mcp_spec import (
@@ -162,22 +163,25 @@ def _validate(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
 
     ids = list(a.get("memoryIds") or []) or None
     workset = a.get("workset")
+    depth = a.get("dependencyDepth", 1)
     if workset:
         if a.get("repos") or a.get("at"):
             raise usage_error("validate: the `workset` argument cannot be combined with `repos` or `at`",
                               "a workset names its repositories; drop `repos` and `at`")
-        data = ctx.call("validate", {"memory_ids": ids, "project": a.get("project"), "workset": workset})
+        data = ctx.call("validate", {"memory_ids": ids, "project": a.get("project"), "workset": workset,
+                                     "dependency_depth": depth})
         if data is None:
             data = api.validate_workset(ctx.home, workset, memory_ids=ids, project=a.get("project"),
-                                        source=ctx.source(READ_WAIT_S)).to_json()
+                                        source=ctx.source(READ_WAIT_S), dependency_depth=depth).to_json()
         return data
     cwd = caller_cwd(a, required=not a.get("repos"), tool="validate")
     repos = abs_paths(list(a.get("repos") or []), cwd) or [cwd]
     data = ctx.call("validate", {"memory_ids": ids, "project": a.get("project"), "repo_paths": repos,
-                                 "at": a.get("at")})
+                                 "at": a.get("at"), "dependency_depth": depth})
     if data is None:
         data = api.validate_memories(ctx.home, memory_ids=ids, project=a.get("project"), repo_paths=repos,
-                                     at=a.get("at"), source=ctx.source(READ_WAIT_S)).to_json()
+                                     at=a.get("at"), source=ctx.source(READ_WAIT_S),
+                                     dependency_depth=depth).to_json()
     return data
 
 
@@ -186,7 +190,8 @@ def _brief(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
 
     workset = a.get("workset")
     kwargs: dict[str, Any] = {"project": a.get("project"), "workset": workset,
-                              "code_refs": list(a.get("codeRefs") or [])}
+                              "code_refs": list(a.get("codeRefs") or []),
+                              "dependency_depth": a.get("dependencyDepth", 1)}
     if a.get("budgetTokens") is not None:
         kwargs["budget_tokens"] = a["budgetTokens"]
     if not workset:  # a workset names its repositories; otherwise callerCwd's repository
@@ -195,6 +200,22 @@ def _brief(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
     if served is not None:
         return json.loads(served["json_text"])
     return _to_json(api.brief(ctx.home, a["task"], **kwargs, source=ctx.source(READ_WAIT_S)))
+
+
+def _graph(op: str) -> Callable[[ToolContext, dict[str, Any]], dict[str, Any]]:
+    """The handler of the ``graph_<op>`` tool (``citegraph graph <op> REF --json``)."""
+
+    def handler(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
+        from citegraph.validator.impact import graph_query
+
+        cwd = _cwd(a, f"graph_{op}")
+        depth = a.get("depth", 1)
+        data = _served(ctx, "graph", {"op": op, "ref": a["ref"], "depth": depth, "repo": cwd})
+        if data is None:
+            data = graph_query(ctx.home, cwd, op, a["ref"], depth, source=ctx.source(READ_WAIT_S))
+        return data
+
+    return handler
 
 
 def _cited(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
@@ -318,6 +339,23 @@ def _file_lanes(a: dict[str, Any]) -> list[str]:
 # --- the table -----------------------------------------------------------------------------
 
 READ = {"read_only": True, "destructive": False, "idempotent": True}
+DEPENDENCY_DEPTH = _i("How far to follow an exact symbol citation's recorded dependencies for dependency-changed "
+                      "advisories (0: off; default 1; docs/graph.md).", 0, 3)
+GRAPH_ARGS = {"callerCwd": CWD,
+              "ref": _s("The symbol: path::Qualified.name (optionally [N]), a cgs_/cgr_ handle from find or "
+                        "symbols, or a GitHub blob URL of a line in the repository."),
+              "depth": _i("How many hops to follow (default 1).", 1, 5)}
+GRAPH_TOOLS = (
+    ("callers", "Who calls this symbol", "The symbols that call REF, through the resolved call edges of the "
+     "exact-current snapshot. Use it before changing a function's behaviour or signature, to see who relies "
+     "on it."),
+    ("callees", "What this symbol calls", "The symbols REF calls (resolved call edges). Use it to see what a "
+     "function relies on before trusting a memory about it."),
+    ("deps", "What this symbol depends on", "Everything REF calls, references or inherits (resolved edges). "
+     "Use it to judge what a change elsewhere can do to REF."),
+    ("dependents", "What depends on this symbol", "Everything that calls, references or inherits REF: what a "
+     "change to it touches. Use it to find the code (and, with cited, the memories) a change can affect."),
+)
 
 TOOLS: dict[str, ToolSpec] = {t.name: t for t in (
     ToolSpec(
@@ -408,7 +446,8 @@ TOOLS: dict[str, ToolSpec] = {t.name: t for t in (
          "codeRefs": {**CODE_REFS, "description": "Code you are working on (paths, path::Name, handles): "
                       "memories citing it rank first."},
          "budgetTokens": _i("Size bound of the whole answer in tokens (ceil(utf8 bytes / 4); default 1250).",
-                            800, 1500)},
+                            800, 1500),
+         "dependencyDepth": DEPENDENCY_DEPTH},
         ("task",), _brief, title="Context brief for a task", output="brief", lanes=workset_lanes,
         needs_cwd=lambda a: not a.get("workset"), **READ),
     ToolSpec(
@@ -422,7 +461,8 @@ TOOLS: dict[str, ToolSpec] = {t.name: t for t in (
          "repos": {**PATHS, "description": "Repositories in scope (absolute, or relative to callerCwd); default: "
                    "callerCwd's."},
          "workset": {**WORKSET, "description": "Validate against the members of this prepared workset "
-                     "(not with repos or at)."}},
+                     "(not with repos or at)."},
+         "dependencyDepth": DEPENDENCY_DEPTH},
         (), _validate, title="Validate memories", output="validate", lanes=validate_lanes,
         needs_cwd=lambda a: not a.get("repos") and not a.get("workset"), **READ),
     ToolSpec(
@@ -493,6 +533,8 @@ TOOLS: dict[str, ToolSpec] = {t.name: t for t in (
         "Use it to decide whether to call workset_prepare. Same as `citegraph workset status NAME --json`.",
         {"workset": WORKSET}, ("workset",), _workset_status, title="Workset readiness",
         output="workset-status", lanes=workset_lanes, **READ),
+    *(ToolSpec(f"graph_{op}", f"{text} Same as `citegraph graph {op} REF --json`.", GRAPH_ARGS, ("ref",),
+               _graph(op), title=title, output="graph", **READ) for op, title, text in GRAPH_TOOLS),
 )}
 
 for _spec in list(TOOLS.values()):

@@ -103,6 +103,16 @@ def find(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
     return {"symbols": rows}
 
 
+def graph(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
+    from citegraph.validator.impact import graph_query
+
+    depth = args.get("depth", 1)
+    if not isinstance(depth, int) or isinstance(depth, bool):
+        raise CitegraphError("request argument depth is not an integer", "", code=2, kind="usage")
+    return graph_query(svc.home, _str(args, "repo") or ".", _str(args, "op") or "", _str(args, "ref") or "",
+                       depth, source=svc.source(wait_s=READ_WAIT_S))
+
+
 def remember(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
     from citegraph.memory import api
 
@@ -117,6 +127,16 @@ def remember(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
                         source=svc.source(wait_s=_wait(args, REMEMBER_WAIT_S)))
 
 
+def _depth(args: dict[str, Any]) -> int:
+    """``dependency_depth`` of a request (default 1; the pipeline checks its range)."""
+    v = args.get("dependency_depth", 1)
+    if v is None:
+        return 1
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise CitegraphError("request argument dependency_depth is not an integer", "", code=2, kind="usage")
+    return v
+
+
 def validate(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
     from citegraph.memory import api
 
@@ -124,10 +144,12 @@ def validate(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
     workset = _str(args, "workset")
     if workset:
         report = api.validate_workset(svc.home, workset, memory_ids=_strs(args, "memory_ids"),
-                                      project=_str(args, "project"), source=source)
+                                      project=_str(args, "project"), source=source,
+                                      dependency_depth=_depth(args))
     else:
         report = api.validate_memories(svc.home, memory_ids=_strs(args, "memory_ids"), project=_str(args, "project"),
-                                       repo_paths=_strs(args, "repo_paths"), at=_str(args, "at"), source=source)
+                                       repo_paths=_strs(args, "repo_paths"), at=_str(args, "at"), source=source,
+                                       dependency_depth=_depth(args))
     return report.to_json()
 
 
@@ -140,7 +162,7 @@ def brief(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
     res = api.brief(svc.home, _str(args, "task") or "", project=_str(args, "project"), workset=_str(args, "workset"),
                     code_refs=_strs(args, "code_refs") or [], budget_tokens=budget,
                     repo_paths=_strs(args, "repo_paths"), cwd=_str(args, "cwd"),
-                    source=svc.source(wait_s=_wait(args, READ_WAIT_S)))
+                    source=svc.source(wait_s=_wait(args, READ_WAIT_S)), dependency_depth=_depth(args))
     return {"json_text": res.json_text, "text": res.text}
 
 
@@ -187,5 +209,5 @@ def hook_session_start(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
 
 
 HANDLERS = {"ping": ping, "register": register, "status": status, "index": index, "symbols": symbols,
-            "find": find, "remember": remember, "validate": validate, "brief": brief, "cited": cited,
+            "find": find, "graph": graph, "remember": remember, "validate": validate, "brief": brief, "cited": cited,
             "refresh": refresh, "hook_pre_edit": hook_pre_edit, "hook_session_start": hook_session_start}

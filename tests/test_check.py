@@ -105,7 +105,8 @@ def test_pr_branch_in_sarif_text_and_markdown(run_cli, world, tmp_path):
     sarif = json.loads(out.read_text())
     (r,) = sarif["runs"]
     rules = [x["id"] for x in r["tool"]["driver"]["rules"]]
-    assert rules == ["citegraph/changed", "citegraph/deleted", "citegraph/relocated", "citegraph/unknown"]
+    assert rules == ["citegraph/changed", "citegraph/deleted", "citegraph/relocated", "citegraph/unknown",
+                     "citegraph/dependency-changed"]
     results = {}
     for res in r["results"]:
         loc = res["locations"][0]["physicalLocation"]

@@ -18,7 +18,9 @@ from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.graph.store import Home
 
-TABLES = ("files", "symbols", "edges", "damage", "contents")
+# ``resolved_edges`` is derived from the other files (graph/edge_resolution.py): an
+# incremental snapshot must resolve every edge exactly as a clean build does.
+TABLES = ("files", "symbols", "edges", "damage", "contents", "resolved_edges", "import_targets")
 # ``contents`` is storage for dirty bytes, compared by what readers can get out of it: the
 # bytes of every dirty file's blob (a layered snapshot may hold a blob twice, or one that
 # only its base still needs).
@@ -196,6 +198,8 @@ CONTENTS = (
     "\n\ndef f():\n    return 1\n",
     # partial with a local damage region (a blob-keyed fact like the symbols)
     "def a():\n    return 1\n\n\nx = 1 @ @\n\n\ndef b():\n    return 2\n\n\ndef c():\n    return 3\n",
+    # cross-file resolution: f through the import of a, g unique in the repository (or not)
+    "from a import f\n\n\ndef h():\n    return f() + g(2)\n",
 )
 
 OPS = ("add", "modify", "delete", "move", "commit", "dirty_modify", "untracked_add", "worktree_delete", "sparse")

@@ -570,6 +570,9 @@ def _valid_values(name: str, root: str) -> st.SearchStrategy:
         "name": st.sampled_from(["keep_key", "RetryPolicy.next_delay", "nothing"]),
         "file": st.sampled_from(["src/retry.py", root + "/src/retry.py", "nope.py", "/etc/passwd"]),
         "limit": st.integers(0, 600),
+        "ref": st.sampled_from(["src/retry.py::keep_key", "src/retry.py::Nope", "cgs_zz", "../x"]),
+        "depth": st.integers(0, 7),
+        "dependencyDepth": st.integers(-1, 5),
         "kinds": st.lists(st.sampled_from(["function", "method", "class", "nope"]), max_size=2),
         "path": st.sampled_from(["src", "src/retry.py", "src/*.py", "/etc", "../x"]),
         "rev": st.sampled_from(["HEAD", "nope"]),
@@ -695,7 +698,7 @@ def test_every_argument_refuses_every_hostile_value_by_name(indexed, home):
     ws.create(home, "ws", [root])
     base = {"callerCwd": root, "text": "a claim", "task": "a task", "workset": "ws", "name": "keep_key",
             "file": "src/retry.py", "memoryId": "cgm_0000000000000000", "codeRefs": ["src/retry.py"],
-            "paths": [root]}
+            "paths": [root], "ref": "src/retry.py::x"}
     before = _store_rows(home)
     seen = 0
 

@@ -84,7 +84,8 @@ def arguments(w: dict) -> dict[str, list[dict]]:
         "cited": [{"callerCwd": root, "codeRefs": ["src/retry.py"]}],
         "refresh": [{"callerCwd": root, "all": True, "dryRun": True}, {"callerCwd": root, "memoryIds": [mid]}],
         "brief": [{"callerCwd": root, "task": "change the retry idempotency key", "budgetTokens": 1000}],
-        "validate": [{"callerCwd": root}, {"callerCwd": root, "memoryIds": [mid], "project": "svc"}],
+        "validate": [{"callerCwd": root}, {"callerCwd": root, "memoryIds": [mid], "project": "svc"},
+                     {"callerCwd": root, "dependencyDepth": 2}],
         "list": [{}, {"project": "svc", "includeArchived": True}],
         "show": [{"memoryId": mid}],
         "history": [{"memoryId": mid}],
@@ -95,6 +96,9 @@ def arguments(w: dict) -> dict[str, list[dict]]:
         "workset_prepare": [{"workset": "w", "concurrency": 1}],
         "workset_status": [{"workset": "w"}],
         "workset_remove": [{"workset": "w", "paths": [root]}],
+        **{f"graph_{op}": [{"callerCwd": root, "ref": "src/retry.py::keep_key"},
+                           {"callerCwd": root, "ref": "src/retry.py::RetryPolicy.next_delay", "depth": 2}]
+           for op in ("callers", "callees", "deps", "dependents")},
     }
 
 

@@ -1,6 +1,6 @@
 """Memory-store schema migration: a store written by citegraph with schema version 1
 (``tests/fixtures/store_v1/memories.duckdb.gz``, made by ``make_fixture.py`` on a
-deterministic repository) is migrated in place to version 2 the first time it is opened —
+deterministic repository) is migrated in place to the current version the first time it is opened —
 read-write or read-only — and then answers ``cited`` from its new code index, validates,
 and keeps its history. A store newer than this citegraph is refused."""
 
@@ -56,8 +56,9 @@ def test_the_fixture_is_a_version_1_store(v1, home):
 def test_a_version_1_store_is_migrated_and_answers_from_its_code_index(v1, home):
     with MemoryStore.open(home) as ms:
         mems = {m.topic: m for m in ms.load()}
-    assert MEMORY_SCHEMA_VERSION == 2
-    assert raw(home, "SELECT value FROM meta WHERE key = 'schema_version'") == [("2",)]
+    assert MEMORY_SCHEMA_VERSION == 3
+    assert raw(home, "SELECT value FROM meta WHERE key = 'schema_version'") == [("3",)]
+    assert raw(home, "SELECT count(*) FROM citations WHERE deps IS NOT NULL") == [(0,)]  # legacy: none
     # the index holds exactly the current revisions' citations (retry's revision 1 had three)
     want = {(m.id, r.id) for m in mems.values() for r in m.citations}
     assert {(a, b) for a, b in raw(home, "SELECT DISTINCT memory_id, citation_id FROM code_index")} == want
@@ -84,8 +85,24 @@ def test_a_version_1_store_is_migrated_and_answers_from_its_code_index(v1, home)
 def test_a_read_only_open_migrates_first(v1, home):
     res = api.brief(home, "retry delays", repo=v1)  # opens the store read-only
     assert res.to_json()["memories"]
-    assert raw(home, "SELECT value FROM meta WHERE key = 'schema_version'") == [("2",)]
+    assert raw(home, "SELECT value FROM meta WHERE key = 'schema_version'") == [("3",)]
     assert raw(home, "SELECT count(*) FROM code_index")[0][0] > 0
+
+
+def test_a_version_2_store_gains_recorded_dependencies(v1, home):
+    """2 → 3 adds ``citations.deps``: stored receipts keep none (and get no advisories)."""
+    with MemoryStore.open(home):
+        pass
+    con = duckdb.connect(str(home.memory_db))  # back to the version-2 layout
+    con.execute("DROP INDEX citations_mem")
+    con.execute("ALTER TABLE citations DROP COLUMN deps")
+    con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    con.close()
+    report = api.validate_memories(home, repo_paths=[str(v1)]).to_json()
+    assert raw(home, "SELECT value FROM meta WHERE key = 'schema_version'") == [("3",)]
+    assert raw(home, "SELECT count(*) FROM citations WHERE deps IS NULL")[0][0] > 0
+    assert all(c["outcome"] == "exact" and not c.get("advisories")
+               for m in report["memories"] for c in m["citations"])
 
 
 def test_a_newer_store_is_refused(v1, home):

@@ -7,11 +7,13 @@ reading the repository state once before resolving and checking once after it (t
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import blake3
 
+from citegraph.graph import graph_view
 from citegraph.graph.current import CurrentState, ScanSource, StateSource
 from citegraph.graph.ref_paths import RefPaths, normalize_refs
 from citegraph.graph.snapshot_reader import Snapshot
@@ -26,10 +28,17 @@ from citegraph.validator.model import Receipt
 from citegraph.validator.refs import ParsedRef, bad_ref, parse_refs, same_evidence_note
 from citegraph.validator.spans import hash_bytes, line_count, line_starts, span_bytes
 
+# Bound of a receipt's recorded dependencies as JSON (16 of them take ~4 KiB usually).
+MAX_DEPS_JSON_BYTES = 16 * 1024
+
 
 def receipt_id(fields: dict) -> str:
+    """blake3 over the fields but ``id``; ``deps`` is hashed only when recorded, so a
+    receipt without dependencies keeps the id it had before they existed."""
     h = blake3.blake3()
     for k in sorted(fields):
+        if k == "deps" and fields[k] is None:
+            continue
         if k != "id":
             h.update(f"{k}={fields[k]}\0".encode("utf-8", "surrogateescape"))
     return "cgc_" + h.hexdigest(16)
@@ -81,7 +90,7 @@ def capture_at(cur: CurrentState, parsed: list[ParsedRef], notes: list[str] | No
     if not cur.exact_current:
         raise not_current_error(cur)
     with Snapshot.open(cur.store, cur.snapshot_id, cur.repo) as snap:
-        resolved = [_resolve(p, cur, snap) for p in parsed]
+        resolved = with_dependencies(snap, [_resolve(p, cur, snap) for p in parsed])
     receipts: list[Receipt] = []
     kept: dict[tuple, Receipt] = {}
     for r in resolved:
@@ -278,4 +287,36 @@ def resolve_each(cur: CurrentState, parsed: list[ParsedRef]) -> list[Receipt | N
                 out.append(_resolve(p, cur, snap))
             except CitegraphError:
                 out.append(None)
+        done = iter(with_dependencies(snap, [r for r in out if r is not None]))
+        out = [None if r is None else next(done) for r in out]
     return out
+
+
+def with_dependencies(snap: Snapshot, receipts: list[Receipt]) -> list[Receipt]:
+    """Symbol receipts with their resolved dependencies recorded (``deps``; at most
+    ``graph_view.MAX_DEPS``, breadth first to depth ``MAX_DEP_DEPTH``): one query per
+    level for the whole batch. A symbol without any keeps ``deps`` None, and its id."""
+    handles = [r.handle for r in receipts if r.kind == "symbol" and r.handle]
+    if not handles:
+        return receipts
+    records = graph_view.dependency_records(snap, handles)
+    out = []
+    for r in receipts:
+        deps = records.get(r.handle or "") if r.kind == "symbol" else None
+        if deps:
+            fields = r.to_dict()
+            fields["deps"] = encode_deps(deps)
+            fields["id"] = receipt_id(fields)
+            r = Receipt(**fields)
+        out.append(r)
+    return out
+
+
+def encode_deps(deps: list[dict]) -> str:
+    """Compact, canonical JSON (the receipt id hashes it), cut to ``MAX_DEPS_JSON_BYTES``."""
+    deps = list(deps)
+    while True:
+        text = json.dumps(deps, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        if len(text.encode("utf-8", "surrogateescape")) <= MAX_DEPS_JSON_BYTES or not deps:
+            return text
+        deps.pop()

@@ -14,8 +14,10 @@ from enum import StrEnum
 from itertools import accumulate
 
 from citegraph.validator.model import (
+    Advisory,
     AtHandleColumns,
     CoverageEvidence,
+    DependencyEvidence,
     FileCoverage,
     FileEvidence,
     Observation,
@@ -283,6 +285,72 @@ def touches_any(spans: tuple[tuple[int, int], ...], regions: tuple[tuple[int, in
         if i >= 0 and reach[i] >= a:
             return True
     return False
+
+
+# --- dependency-changed (SPEC §6.5 refinement, §21): advisories, never verdicts -----------------
+
+MAX_DEPENDENCY_DEPTH = 3
+
+
+def dependency_change(fragment_hash: str, ev: DependencyEvidence) -> tuple[str, SymbolRow | None] | None:
+    """What happened to one recorded dependency: None when its handle still holds the
+    recorded fragment; ``changed`` (in place, or moved and edited: the dependent's edge of
+    that name now resolves, by scoping, to one other symbol); ``relocated`` (its fragment
+    now elsewhere, uniquely — or in several places: None as the location); ``deleted``
+    otherwise. A symbol of the same name elsewhere that scoping does not reach is never
+    taken for it."""
+    if ev.at_handle is not None:
+        if ev.at_handle.fragment_hash == fragment_hash:
+            return None
+        return "changed", ev.at_handle
+    moved = [s for s in ev.successors if s.fragment_hash == fragment_hash]
+    if len(moved) == 1:
+        return "relocated", moved[0]
+    if ev.fragment_matches:
+        return "relocated", ev.fragment_matches[0] if len(ev.fragment_matches) == 1 else None
+    if len(ev.successors) == 1:
+        return "changed", ev.successors[0]
+    return "deleted", None
+
+
+def dependency_of_name(d: dict) -> str:
+    """The name an edge to dependency ``d`` is written with (its last qualified part)."""
+    return str(d.get("qualified_name") or "").rsplit(".", 1)[-1]
+
+
+def dependent_of(r: Receipt, deps: tuple[dict, ...], d: dict) -> str:
+    """The handle whose edge reached ``d`` at capture: the cited symbol, or for a deeper
+    dependency the one it was reached through (``via``)."""
+    via = d.get("via", -1)
+    if isinstance(via, int) and 0 <= via < len(deps):
+        return str(deps[via].get("handle"))
+    return r.handle or ""
+
+
+def dependency_advisories(r: Receipt, o: Observation, evidence: dict[tuple[str, str], DependencyEvidence],
+                          depth: int) -> tuple[Advisory, ...]:
+    """The ``dependency-changed`` advisories of one observation: only for an ``exact``
+    symbol citation, over its recorded dependencies up to ``depth`` (1..3; a legacy receipt
+    records none). The outcome is never touched; ``evidence`` is keyed by (dependent
+    handle, dependency handle, recorded fragment hash)."""
+    if o.outcome != "exact" or r.kind != "symbol" or depth < 1:
+        return ()
+    out = []
+    deps = r.dependencies
+    for d in deps:
+        if d.get("depth", 1) > min(depth, MAX_DEPENDENCY_DEPTH):
+            continue
+        ev = evidence.get((dependent_of(r, deps, d), d.get("handle"), d.get("fragment_hash")))
+        if ev is None:
+            continue  # not gathered: no claim
+        change = dependency_change(d.get("fragment_hash", ""), ev)
+        if change is None:
+            continue
+        what, row = change
+        loc = f"{d.get('path')}::{d.get('qualified_name')}" + (f"[{d['ordinal']}]" if d.get("ordinal") else "")
+        out.append(Advisory(r.id, what, d.get("handle", ""), loc, d.get("edge", "calls"), d.get("depth", 1),
+                            _observed(row) if row is not None else None))
+    return tuple(out)
 
 
 # --- aggregation (SPEC §6.5) -------------------------------------------------------------

@@ -50,6 +50,7 @@ class ScopeReason(StrEnum):
     ADDED_FILES = "added-files"  # its span's file is gone: files added since capture are evidence
     CONFIGURATION_CHANGED = "configuration-changed"  # .citegraph.toml changed: every citation
     INVENTORY_CHANGED = "inventory-changed"  # one side's inventory is incomplete: every citation
+    DEPENDENCY_CHANGED = "dependency-changed"  # a recorded dependency's path or fragment changed (SPEC §21)
 
 
 class PathChange(NamedTuple):
@@ -111,6 +112,13 @@ def uncovered_blobs(base: SideRows, head: SideRows) -> dict[str, set[str]]:
         if language and status != "indexed":
             out.setdefault(language, set()).add(blob)
     return out
+
+
+def dependency_touched(r: Receipt, t: Touched) -> bool:
+    """Can the diff add a ``dependency-changed`` advisory to this citation? When one of its
+    recorded dependencies sits in a changed path, or its recorded fragment is among the
+    changed rows. Pure."""
+    return any(d.get("path") in t.paths or d.get("fragment_hash") in t.fragments for d in r.dependencies)
 
 
 def scope_reason(r: Receipt, t: Touched) -> ScopeReason | None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pygit2
 
+from citegraph.graph import graph_view
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.indexer.extract import blake3_hex, extract, name_offset
 from citegraph.indexer.paths import fs_path, stored_path
@@ -15,6 +16,7 @@ from citegraph.validator import decisions
 from citegraph.validator.model import (
     AtHandleColumns,
     CoverageEvidence,
+    DependencyEvidence,
     FileCoverage,
     FileEvidence,
     Receipt,
@@ -323,3 +325,41 @@ def reextract_fragment(repo: pygit2.Repository | None, r: Receipt) -> str | None
         if (s.kind, s.qualified_name, s.ordinal) == (r.symbol_kind, r.qualified_name, r.ordinal):
             return s.fragment_hash
     return None
+
+
+def dependency_evidence(snap: Snapshot, wanted: list[tuple[str, dict]]) -> dict[tuple[str, str, str], DependencyEvidence]:
+    """Where each recorded dependency is in ``snap`` (``decisions.dependency_change``
+    judges it), for ``wanted`` = [(dependent handle, dependency record)]: set-based — one
+    query for the handles, and for those gone one for their fragments and one pass over
+    the dependents' resolved edges now (graph/graph_view.py). Keyed by (dependent handle,
+    dependency handle, fragment hash)."""
+    keys = sorted({(src, d["handle"], d["fragment_hash"], decisions.dependency_of_name(d)) for src, d in wanted
+                   if isinstance(d.get("handle"), str) and isinstance(d.get("fragment_hash"), str)})
+    if not keys:
+        return {}
+    make = SymbolRow._make
+    t = pa.table({"h": sorted({k[1] for k in keys})})
+    at = {row[0]: make(row) for row in _rows(
+        snap, f"SELECT {_SYM_COLS} FROM symbols s SEMI JOIN _cited c ON s.handle = c.h", t)}
+    gone = [k for k in keys if k[1] not in at]
+    by_fragment: dict[str, list[SymbolRow]] = {}
+    successors: dict[tuple[str, str], list[SymbolRow]] = {}
+    if gone:
+        g = pa.table({"fh": sorted({k[2] for k in gone})})
+        for row in _rows(snap, f"SELECT {_SYM_COLS} FROM symbols s SEMI JOIN _cited c ON s.fragment_hash = c.fh "
+                         "ORDER BY handle", g):
+            by_fragment.setdefault(row[7], []).append(make(row))
+        edges = graph_view.out_edges(snap, {k[0] for k in gone})
+        targets = {t for lst in edges.values() for t, _k, tier, _l in lst if tier == "resolved"}
+        if targets:
+            rows = {row[0]: make(row) for row in _rows(
+                snap, f"SELECT {_SYM_COLS} FROM symbols s SEMI JOIN _cited c ON s.handle = c.h",
+                pa.table({"h": sorted(targets)}))}
+            for src, lst in edges.items():
+                for target, _kind, tier, _line in lst:
+                    if tier == "resolved" and target in rows:
+                        name = rows[target].qualified_name.rsplit(".", 1)[-1]
+                        successors.setdefault((src, name), []).append(rows[target])
+    return {(src, h, fh): DependencyEvidence(at.get(h), tuple(by_fragment.get(fh, ())),
+                                            tuple(successors.get((src, name), ())))
+            for src, h, fh, name in keys}

@@ -6,6 +6,7 @@ times cheaper to create, which batch validation does once per citation."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
@@ -46,9 +47,24 @@ class Receipt:
     end_byte: int | None = None
     fragment_hash: str | None = None
     body_hash: str | None = None
+    # symbol: its resolved dependencies at capture (SPEC §21), compact JSON of a list of
+    # {handle, path, qualified_name, ordinal, symbol_kind, fragment_hash, edge, tier,
+    # depth, via}; None for a receipt captured before (or without) any (docs/graph.md).
+    deps: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def dependencies(self) -> tuple[dict[str, Any], ...]:
+        """The recorded dependencies (empty for a legacy receipt or an unreadable field)."""
+        if not self.deps:
+            return ()
+        try:
+            value = json.loads(self.deps)
+        except ValueError:
+            return ()
+        return tuple(d for d in value if isinstance(d, dict)) if isinstance(value, list) else ()
 
     @property
     def locator(self) -> str:
@@ -91,10 +107,38 @@ class Observation(NamedTuple):
     reason: str | None = None
     observed: Observed | None = None
     warnings: tuple[str, ...] = ()
+    # ``dependency-changed`` advisories (SPEC §21): never part of the outcome, never cached
+    # with it (they depend on the requested depth); added by the pipeline after the tables.
+    advisories: tuple[Advisory, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"outcome": self.outcome, "reason": self.reason,
                 "observed": self.observed.to_dict() if self.observed else None}
+
+
+class Advisory(NamedTuple):
+    """A recorded dependency of an ``exact`` symbol citation that is no longer as it was."""
+
+    citation_id: str
+    change: str  # changed | deleted | relocated
+    handle: str  # the dependency's handle at capture
+    locator: str  # path::Qualified.name at capture
+    edge: str  # calls | references | inherits
+    depth: int  # 1 = a direct dependency
+    now: Observed | None = None  # where it is now (changed: in place; relocated: elsewhere)
+
+    kind = "dependency-changed"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "citation_id": self.citation_id, "change": self.change,
+                "dependency": {"handle": self.handle, "locator": self.locator, "edge": self.edge,
+                               "depth": self.depth},
+                "now": self.now.to_dict() if self.now else None}
+
+    def text(self) -> str:
+        where = f" (now at {self.now.path}#L{self.now.start_line}-L{self.now.end_line})" \
+            if self.now and self.change != "deleted" else ""
+        return f"dependency-changed: {self.citation_id} depends on {self.locator}, {self.change}{where}"
 
 
 class SymbolRow(NamedTuple):
@@ -165,6 +209,16 @@ class CoverageEvidence(NamedTuple):
     inventory_complete: bool
     has_name: bool  # the receipt names the symbol (a byte search needs a needle)
     files: tuple[FileCoverage, ...] = ()  # the non-indexed files of the cited language
+
+
+class DependencyEvidence(NamedTuple):
+    """Where one recorded dependency (handle + fragment at capture) is in a snapshot."""
+
+    at_handle: SymbolRow | None  # the symbol at the recorded handle now
+    fragment_matches: tuple[SymbolRow, ...] = ()  # other handles holding the recorded fragment
+    # what the dependent's edge of that name resolves to now (tier ``resolved`` only, never
+    # a repository-wide guess): where a moved and edited dependency went
+    successors: tuple[SymbolRow, ...] = ()
 
 
 class SymbolEvidence(NamedTuple):

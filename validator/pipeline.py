@@ -39,7 +39,12 @@ from citegraph.graph.store import Home
 from citegraph.indexer.errors import CitegraphError
 from citegraph.indexer.extract import EXTRACTOR_VERSION
 from citegraph.validator import decisions, spans
-from citegraph.validator.evidence import SnapshotEvidence, at_handle_columns, reextract_fragment
+from citegraph.validator.evidence import (
+    SnapshotEvidence,
+    at_handle_columns,
+    dependency_evidence,
+    reextract_fragment,
+)
 from citegraph.validator.model import OUTCOMES, MemoryVerdict, Observation, Receipt
 from citegraph.validator.next_steps import next_step
 
@@ -190,6 +195,8 @@ class Plan:
     validated: int  # citations within the bounds
     repositories: int  # distinct repositories among them
     legacy: ScopeMember | None  # what memories without citations are judged against
+    # dependency-changed advisories over recorded dependencies up to this depth (0: none)
+    dependency_depth: int = 1
 
     def wanted(self) -> dict[str, list[str]]:
         """{snapshot id: citation ids} the observation cache may already hold."""
@@ -220,9 +227,16 @@ NOT_LOOKED_AT = {"members": 0, "read": 0, "states": 0, "current": False}
 
 
 def plan(home: Home, items: list[MemoryInput], scope: Scope, *, max_citations: int | None = None,
-         max_repositories: int | None = None) -> Plan:
+         max_repositories: int | None = None, dependency_depth: int = 1) -> Plan:
+    """``dependency_depth``: how deep recorded dependencies are checked for advisories
+    (1: direct ones, the default; at most 3; 0: not at all)."""
+    if not 0 <= dependency_depth <= decisions.MAX_DEPENDENCY_DEPTH:
+        raise CitegraphError(f"dependency depth {dependency_depth} is out of range",
+                             f"use 0..{decisions.MAX_DEPENDENCY_DEPTH} (1 is the default)", code=2)
     with _gc_paused(sum(len(it.receipts) for it in items)):
-        return _plan(home, items, scope, max_citations=max_citations, max_repositories=max_repositories)
+        p = _plan(home, items, scope, max_citations=max_citations, max_repositories=max_repositories)
+    p.dependency_depth = dependency_depth
+    return p
 
 
 def _plan(home: Home, items: list[MemoryInput], scope: Scope, *, max_citations: int | None = None,
@@ -328,18 +342,20 @@ def _run(plan: Plan, cache: ObservationCache | None) -> dict[str, Observation]:
     locked = _LockedCache(cache) if cache is not None else None
     source = plan.scope.source
     groups = list(plan.groups.values())
+    depth = plan.dependency_depth
     if len(groups) <= 1:
-        results = [_run_group(g, source, locked) for g in groups]
+        results = [_run_group(g, source, locked, depth) for g in groups]
     else:
         with ThreadPoolExecutor(min(MAX_REPO_CONCURRENCY, len(groups))) as pool:
-            results = list(pool.map(lambda g: _run_group(g, source, locked), groups))
+            results = list(pool.map(lambda g: _run_group(g, source, locked, depth), groups))
     spans.clear_caches()
     for res in results:
         obs.update(res)
     return obs
 
 
-def _run_group(g: Group, source: StateSource, cache: ObservationCache | None) -> dict[str, Observation]:
+def _run_group(g: Group, source: StateSource, cache: ObservationCache | None,
+               dependency_depth: int = 1) -> dict[str, Observation]:
     cur, rs = g.cur, g.receipts
     cached = cache.get_many(cur.snapshot_id, [r.id for r in rs]) if cache is not None else {}
     out: dict[str, Observation] = dict(cached)
@@ -362,7 +378,60 @@ def _run_group(g: Group, source: StateSource, cache: ObservationCache | None) ->
     final = decisions.after_run([out[r.id] for r in rs], moved=moved)
     if cache is not None and fresh and not moved:  # a racing answer is never cached
         cache.put_many(cur.snapshot_id, fresh)
+    final = _with_advisories(cur, rs, final, dependency_depth)
     return {o.citation_id: o for o in final}
+
+
+class _AdvisoryMemo:
+    """Advisories are deterministic for (snapshot id, citation id, depth) — snapshots are
+    immutable — so a process (the resident service) answers a repeated read from memory,
+    as the observation cache answers the outcome. Bounded; cleared when full."""
+
+    MAX = 100_000
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.known: dict[tuple[str, str, int], tuple] = {}
+
+    def get(self, key: tuple[str, str, int]) -> tuple | None:
+        with self.lock:
+            return self.known.get(key)
+
+    def put_many(self, items: dict[tuple[str, str, int], tuple]) -> None:
+        with self.lock:
+            if len(self.known) + len(items) > self.MAX:
+                self.known.clear()
+            self.known.update(items)
+
+
+_ADVISORIES = _AdvisoryMemo()
+
+
+def _with_advisories(cur: CurrentState, rs: list[Receipt], final: list[Observation], depth: int
+                     ) -> list[Observation]:
+    """``dependency-changed`` advisories (SPEC §21) on the exact symbol observations whose
+    receipts recorded dependencies: one evidence pass over the snapshot for all of them.
+    Computed after the cache (they depend on ``depth``) and never change an outcome."""
+    by_id = {r.id: r for r in rs}
+    todo = [(by_id[o.citation_id], o) for o in final if o.outcome == "exact" and depth > 0
+            and o.citation_id in by_id and by_id[o.citation_id].deps]
+    if not todo:
+        return final
+    known = {r.id: a for r, _ in todo if (a := _ADVISORIES.get((cur.snapshot_id, r.id, depth))) is not None}
+    if len(known) == len(todo):
+        return [o._replace(advisories=known[o.citation_id]) if known.get(o.citation_id) else o for o in final]
+    todo = [(r, o) for r, o in todo if r.id not in known]
+    wanted = [(decisions.dependent_of(r, deps, d), d) for r, _ in todo
+              for deps in (r.dependencies,) for d in deps if d.get("depth", 1) <= depth]
+    try:
+        with Snapshot.open(cur.store, cur.snapshot_id, cur.repo) as snap:
+            ev = dependency_evidence(snap, wanted)
+    except CitegraphError:
+        return final  # an advisory is optional: the outcomes stand without it
+    adv = {r.id: decisions.dependency_advisories(r, o, ev, depth) for r, o in todo}
+    _ADVISORIES.put_many({(cur.snapshot_id, rid, depth): a for rid, a in adv.items()})
+    adv.update(known)
+    return [o._replace(advisories=adv[o.citation_id]) if adv.get(o.citation_id) else o for o in final]
 
 
 def _decide_at_handles(snap: Snapshot, todo: list[Receipt], extractor: str, out: dict[str, Observation],
@@ -445,6 +514,8 @@ class ValidationReport:
                 step = next_step(o.reason, at=self.at)
                 if step:
                     cites[-1]["next_step"] = step
+            if o.advisories:
+                cites[-1]["advisories"] = [a.to_dict() for a in o.advisories]
         out = {"id": v.memory_id, **self.about.get(v.memory_id, {}), "freshness": v.freshness,
                "status": v.status, "reason": v.reason, "citations": cites}
         if not cites and v.freshness != "fresh":  # a memory without citations: its own next step
@@ -487,6 +558,7 @@ def memory_verdict(memory_id: str, observations: list[Observation]) -> MemoryVer
             loc = o.observed.path + (f"#L{o.observed.start_line}-L{o.observed.end_line}"
                                      if o.observed.start_line else "")
             v.warnings.append(f"stale-link: {o.citation_id} now at {loc}")
+        v.warnings.extend(a.text() for a in o.advisories)
     return v
 
 
@@ -525,8 +597,10 @@ def legacy_verdict(it: MemoryInput, member: ScopeMember | None) -> MemoryVerdict
 
 
 def validate(home: Home, items: list[MemoryInput], scope: Scope, *, cache: ObservationCache | None = None,
-             max_citations: int | None = None, max_repositories: int | None = None) -> ValidationReport:
+             max_citations: int | None = None, max_repositories: int | None = None,
+             dependency_depth: int = 1) -> ValidationReport:
     """plan → run → aggregate: every citation of ``items`` against the scope's exact-current
     snapshots."""
-    p = plan(home, items, scope, max_citations=max_citations, max_repositories=max_repositories)
+    p = plan(home, items, scope, max_citations=max_citations, max_repositories=max_repositories,
+             dependency_depth=dependency_depth)
     return aggregate(p, run(p, cache=cache))
