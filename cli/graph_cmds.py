@@ -10,6 +10,7 @@ from citegraph.cli.common import (
     get_home,
     handle_errors,
     no_service_option,
+    outputs,
     via_service,
 )
 
@@ -17,6 +18,7 @@ MAX_DEPTH = 5  # graph/graph_view.py MAX_TRAVERSAL_DEPTH (not imported: keeps th
 
 
 def _query(op: str, doc: str) -> click.Command:
+    @outputs("graph")
     @click.command(name=op, help=doc)
     @click.argument("ref")
     @click.option("--depth", type=click.IntRange(1, MAX_DEPTH), default=1, show_default=True,

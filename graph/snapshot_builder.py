@@ -184,9 +184,9 @@ def _assemble(target: BuildTarget, rs: RepoStore, stats: BuildStats, progress: P
         facts_cache.remember(out, new_keys, source=None if p.base else target.snapshot_id)
         if p.base:
             out.execute("DETACH base")
+        facts_cache.detach(out)  # (it may hold the base attached as a source of rows)
         # Derived rows (resolved edges, import targets) over the union the readers will see.
         edge_resolution.write_resolution(out, rs.snapshot_path(p.base["snapshot_id"]) if p.base else None)
-        facts_cache.detach(out)
         close_snapshot(out, tmp, container)
     finally:
         out.close()
@@ -285,7 +285,9 @@ def _fill(need: list[FileRow], target: BuildTarget, contents: dict[str, bytes], 
     keys = sorted(paths_of, key=lambda k: (paths_of[k][0], k))
     results: dict[tuple[str, str], tuple[str, str | None, str | None, int | None]] = {}
 
-    # 1. The facts cache: rows copied by SQL at the same path, re-homed at another path.
+    # 1. The facts cache: rows copied by SQL at the same path (or from the rows this
+    # process extracted lately), re-homed at another path.
+    rid = target.identity.repository_id
     cached = facts_cache.lookup(writer.con, keys)
     stats.cached_blobs = len(cached)
     same_path: list[tuple[str, str]] = []
@@ -295,7 +297,11 @@ def _fill(need: list[FileRow], target: BuildTarget, contents: dict[str, bytes], 
             continue
         for path in paths_of[(blob, lang)]:
             if path == origin:
-                same_path.append((blob, path))
+                recent = facts_cache.RECENT.get((rid, EXTRACTOR_VERSION, blob, lang, path))
+                if recent is not None:
+                    writer.add(*recent)
+                else:
+                    same_path.append((blob, path))
             else:
                 facts_cache.copy_rehomed(writer, blob, origin, path)
     facts_cache.copy_same_path(writer, same_path)
@@ -316,6 +322,9 @@ def _fill(need: list[FileRow], target: BuildTarget, contents: dict[str, bytes], 
         writer.add(ex.symbols, ex.edges, ex.damage)
         if ex.reason not in TRANSIENT_REASONS:
             new_keys.append((ex.blob_id, ex.language, paths_of[key][0]))
+            if ex.language and len(paths_of[key]) == 1:  # the rows at the origin path only
+                facts_cache.RECENT.put((rid, EXTRACTOR_VERSION, ex.blob_id, ex.language, paths_of[key][0]),
+                                       (ex.symbols, ex.edges, ex.damage))
         done += len(paths_of[key])
 
     def report() -> None:

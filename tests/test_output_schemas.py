@@ -63,6 +63,8 @@ def invocations(w: dict) -> dict[str, list[tuple[list[str], set[int], str]]]:
         "brief": [(["brief", "--task", "retry delay", "--repo", root, "--json"], {0}, "doc"),
                   (["brief", "--task", "retry delay", "--repo", root, "--format", "json"], {0}, "doc")],
         "cited": [(["cited", "src/retry.py", "--repo", root, "--json"], {0}, "doc")],
+        **{f"graph {op}": [(["graph", op, "src/retry.py::Retry.delay", "--repo", root, "--json"], {0}, "doc")]
+           for op in ("callers", "callees", "deps", "dependents")},
         "refresh": [(["refresh", "--all", "--repo", root, "--dry-run", "--json"], {0}, "doc")],
         "check": [(["check", "--base", "HEAD~1", "--repo", root, "--json"], {0, 1}, "doc"),
                   (["check", "--base", "HEAD~1", "--repo", root, "--format", "json"], {0, 1}, "doc")],
