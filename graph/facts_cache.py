@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
+from collections import OrderedDict
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 
-from citegraph.graph.fact_rows import empty_columns, rehome
+from citegraph.graph.fact_rows import Columns, empty_columns, rehome
 from citegraph.graph.schema import (
     DAMAGE_COLUMNS,
     EDGE_COLUMNS,
@@ -34,6 +36,39 @@ from citegraph.graph.schema import (
 from citegraph.graph.snapshot_writer import SnapshotWriter, sql_str
 from citegraph.graph.store import RepoStore
 from citegraph.indexer.extract import EXTRACTOR_VERSION
+
+
+class RecentRows:
+    """The rows this process extracted lately, per (repository, extractor version, blob,
+    language, path): a bounded in-memory front of the cache's rows at their origin path,
+    used only where the cache itself has the key.
+
+    A delta holds every path changed since its base, so each build copies again the rows
+    of the paths earlier builds changed; from the facts tables that is a semi-join over
+    every cached row. A long-lived builder (the resident service) extracted those rows
+    itself and finds them here. Rows are a pure function of the key, as in the cache."""
+
+    def __init__(self, max_entries: int = 4096) -> None:
+        self.max_entries = max_entries
+        self._rows: OrderedDict[tuple[str, str, str, str, str], tuple[Columns, Columns, Columns]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def put(self, key: tuple[str, str, str, str, str], rows: tuple[Columns, Columns, Columns]) -> None:
+        with self._lock:
+            self._rows[key] = rows
+            self._rows.move_to_end(key)
+            while len(self._rows) > self.max_entries:
+                self._rows.popitem(last=False)
+
+    def get(self, key: tuple[str, str, str, str, str]) -> tuple[Columns, Columns, Columns] | None:
+        with self._lock:
+            rows = self._rows.get(key)
+            if rows is not None:
+                self._rows.move_to_end(key)
+            return rows
+
+
+RECENT = RecentRows()
 
 # (blob, language) -> (status, reason, content hash, size, origin path)
 CachedFacts = tuple[str, str | None, str | None, int | None, str | None]

@@ -283,7 +283,9 @@ def _fill(need: list[FileRow], target: BuildTarget, contents: dict[str, bytes], 
     keys = sorted(paths_of, key=lambda k: (paths_of[k][0], k))
     results: dict[tuple[str, str], tuple[str, str | None, str | None, int | None]] = {}
 
-    # 1. The facts cache: rows copied by SQL at the same path, re-homed at another path.
+    # 1. The facts cache: rows copied by SQL at the same path (or from the rows this
+    # process extracted lately), re-homed at another path.
+    rid = target.identity.repository_id
     cached = facts_cache.lookup(writer.con, keys)
     stats.cached_blobs = len(cached)
     same_path: list[tuple[str, str]] = []
@@ -293,7 +295,11 @@ def _fill(need: list[FileRow], target: BuildTarget, contents: dict[str, bytes], 
             continue
         for path in paths_of[(blob, lang)]:
             if path == origin:
-                same_path.append((blob, path))
+                recent = facts_cache.RECENT.get((rid, EXTRACTOR_VERSION, blob, lang, path))
+                if recent is not None:
+                    writer.add(*recent)
+                else:
+                    same_path.append((blob, path))
             else:
                 facts_cache.copy_rehomed(writer, blob, origin, path)
     facts_cache.copy_same_path(writer, same_path)
@@ -314,6 +320,11 @@ def _fill(need: list[FileRow], target: BuildTarget, contents: dict[str, bytes], 
         writer.add(ex.symbols, ex.edges, ex.damage)
         if ex.reason not in TRANSIENT_REASONS:
             new_keys.append((ex.blob_id, ex.language, paths_of[key][0]))
+            # The rows at the origin path only, and only when they came with the result
+            # (from the pool they came as Arrow tables: ``ex`` holds none).
+            if ex.language and len(paths_of[key]) == 1 and not ex.packed:
+                facts_cache.RECENT.put((rid, EXTRACTOR_VERSION, ex.blob_id, ex.language, paths_of[key][0]),
+                                       (ex.symbols, ex.edges, ex.damage))
         done += len(paths_of[key])
 
     def report() -> None:
