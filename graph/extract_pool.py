@@ -52,6 +52,7 @@ class Extracted:
     damage: Columns = field(default_factory=lambda: empty_columns(DAMAGE_COLUMNS))
     read: bool = False  # the blob was read from the object database
     parsed: bool = False  # the bytes were handed to the extractor
+    packed: bool = False  # its rows went into a chunk's Arrow tables (``pack``): these are empty
 
 
 @dataclass
@@ -77,6 +78,7 @@ def pack(results: list[Extracted]) -> Packed:
     for ex in results:
         ex.symbols, ex.edges, ex.damage = (empty_columns(SYMBOL_COLUMNS), empty_columns(EDGE_COLUMNS),
                                            empty_columns(DAMAGE_COLUMNS))
+        ex.packed = True
     return Packed(results, tables)
 
 
@@ -189,7 +191,8 @@ def extract_all(repo: pygit2.Repository, jobs_list: list[Job], workers: int, poo
 
 
 def _unpack(packed: Packed) -> None:
-    """Give the rows of ``packed`` back to its results (for an ``absorb`` that reads them)."""
+    """Put all of the chunk's rows on its first result, for an ``absorb`` that only appends
+    rows (the results stay marked ``packed``: no row belongs to one of them)."""
     if not packed.results:
         return
     first = packed.results[0]

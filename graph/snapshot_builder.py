@@ -322,7 +322,9 @@ def _fill(need: list[FileRow], target: BuildTarget, contents: dict[str, bytes], 
         writer.add(ex.symbols, ex.edges, ex.damage)
         if ex.reason not in TRANSIENT_REASONS:
             new_keys.append((ex.blob_id, ex.language, paths_of[key][0]))
-            if ex.language and len(paths_of[key]) == 1:  # the rows at the origin path only
+            # The rows at the origin path only, and only when they came with the result
+            # (from the pool they came as Arrow tables: ``ex`` holds none).
+            if ex.language and len(paths_of[key]) == 1 and not ex.packed:
                 facts_cache.RECENT.put((rid, EXTRACTOR_VERSION, ex.blob_id, ex.language, paths_of[key][0]),
                                        (ex.symbols, ex.edges, ex.damage))
         done += len(paths_of[key])

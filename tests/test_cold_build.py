@@ -11,6 +11,7 @@ from gitutil import GitRepo
 from test_incremental import snapshot_meta, snapshot_tables
 
 from citegraph.graph import extract_pool
+from citegraph.graph.compaction import compact
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.store import Home
 
@@ -98,6 +99,26 @@ def test_a_retired_source_is_parsed_again(repo, tmp_path, home):
     again = build_snapshot(repo.root, home, jobs=2)
     assert again.stats.cached_blobs == 0 and again.stats.parses == N_FILES + 1
     assert _facts(home, again) == (0, 0, {again.snapshot_id})
+    clean_home = Home.open(tmp_path / "clean")
+    clean = build_snapshot(repo.root, clean_home, jobs=1)
+    assert snapshot_tables(home, again) == snapshot_tables(clean_home, clean)
+
+
+def test_rows_from_the_pool_are_never_remembered_empty(repo, tmp_path, home):
+    """A long-lived builder keeps the rows it extracted (facts_cache.RECENT) to copy them
+    again at their path. Rows that came from the pool as Arrow tables are not on their
+    results: remembering those would copy a file back without its symbols. Here a file
+    changed and compacted into a new base, then reverted, is copied at its own path."""
+    _repo(repo)
+    build_snapshot(repo.root, home, jobs=2)  # the pool: every blob's rows as Arrow tables
+    repo.write("pkg2/m2.py", _source(2, "return 2"))
+    repo.commit("change")
+    changed = build_snapshot(repo.root, home, jobs=1)
+    assert compact(home.repo(changed.repository_id), changed.snapshot_id, repo_path=str(repo.root))
+    repo.write("pkg2/m2.py", _source(2))
+    repo.commit("revert")
+    again = build_snapshot(repo.root, home, jobs=1)
+    assert again.stats.parses == 0 and again.stats.cached_blobs == 1
     clean_home = Home.open(tmp_path / "clean")
     clean = build_snapshot(repo.root, clean_home, jobs=1)
     assert snapshot_tables(home, again) == snapshot_tables(clean_home, clean)
