@@ -52,8 +52,10 @@ MAX_PATH_BYTES = 4096  # UTF-8 bytes of a repository path (PATH_MAX)
 MAX_NAME_BYTES = 1024  # UTF-8 bytes of a symbol name or qualified name
 MAX_REF_BYTES = MAX_PATH_BYTES + 2 + MAX_NAME_BYTES  # path::Qualified.name at most
 # One receipt as JSON, worst case: every variable string made of characters that JSON
-# escapes as \u00XX (6 bytes for 1), plus 2 KiB for the fixed-size fields and the keys.
-MAX_RECEIPT_JSON_BYTES = 6 * (MAX_REF_BYTES + MAX_PATH_BYTES + 2 * MAX_NAME_BYTES) + 2048 + 6 * MAX_DEPS_JSON_BYTES
+# escapes as \u00XX (6 bytes for 1), plus 2 KiB for the fixed-size fields and the keys;
+# ``deps`` is JSON text already (no raw control characters), so at most its quotes and
+# backslashes double.
+MAX_RECEIPT_JSON_BYTES = 6 * (MAX_REF_BYTES + MAX_PATH_BYTES + 2 * MAX_NAME_BYTES) + 2048 + 2 * MAX_DEPS_JSON_BYTES
 PARSE_TIMEOUT_S = 10.0  # re-extraction of one blob (the indexer's default is 5 s)
 
 HEX32 = re.compile(r"^[0-9a-f]{32}$")

@@ -387,9 +387,29 @@ def test_stored_oversized_memory_is_refused_by_publish(world, tmp_path, run_cli,
     assert len(import_file(home2, str(out)).imported) == 1  # what publish wrote, import loads
 
 
+def widest_deps() -> str:
+    """Recorded dependencies at their bounds (16 entries, the JSON byte limit), their
+    names made of quotes (each written as \\" inside the receipt's JSON string)."""
+    from citegraph.validator.capture import MAX_DEPS_JSON_BYTES, encode_deps
+
+    def text(n: int) -> str:
+        deps = [{"handle": "cgs_" + "a" * 32, "path": "p.py", "qualified_name": '"' * n, "ordinal": 0,
+                 "symbol_kind": "function", "fragment_hash": "f" * 32, "edge": "calls", "tier": "resolved",
+                 "depth": 3, "via": 15} for _ in range(16)]
+        return encode_deps(deps)
+
+    n = 1
+    while len(text(n + 1).encode()) <= MAX_DEPS_JSON_BYTES:
+        n += 1
+    out = text(n)
+    assert len(json.loads(out)) == 16 and len(out.encode()) > MAX_DEPS_JSON_BYTES - 64
+    return out
+
+
 def test_line_bound_holds_for_the_largest_publishable_record(world):
     """MAX_LINE_BYTES is derived from the limits: a record at every limit, made of
-    characters JSON escapes six-fold, is publishable and fits in one line."""
+    characters JSON escapes six-fold (recorded dependencies: quotes, which escape twice
+    in a JSON string of JSON), is publishable and fits in one line."""
     wide = "\x01"
     path = wide * (MAX_PATH_BYTES - 3) + ".py"
     qname = wide * MAX_NAME_BYTES
@@ -407,7 +427,8 @@ def test_line_bound_holds_for_the_largest_publishable_record(world):
              "commit": "e" * 64, "blob_id": "d" * 64, "start_line": 10**7, "end_line": 10**7,
              "start_byte": 2**40, "end_byte": 2**40, "ordinal": 10**6,
              "handle": symbol_handle(path, "python", sym["symbol_kind"], q, 10**6)}
-        r["id"] = receipt_id({k: r.get(k) for k in (*BASE_FIELDS, *KIND_FIELDS["symbol"])})
+        r["deps"] = widest_deps()
+        r["id"] = receipt_id({k: r.get(k) for k in (*BASE_FIELDS, *KIND_FIELDS["symbol"], "deps")})
         assert receipt_problem(r) is None, receipt_problem(r)
         rec["citations"].append(r)
     assert record_problem(rec) is None
