@@ -641,7 +641,7 @@ RESULT_KEYS = {"remember": "citations", "brief": "coverage", "validate": "summar
                "symbols": "symbols", "cited": "memories", "refresh": "memories", "list": "memories", "show": "text",
                "history": "revisions", "workset_create": "members", "workset_add": "members",
                "workset_remove": "members", "workset_list": "worksets", "workset_show": "members",
-               "workset_status": "ready"}
+               "workset_status": "ready", **{f"graph_{op}": "nodes" for op in ("callers", "callees", "deps", "dependents")}}
 WRITERS = {"remember", "refresh"}  # tools that may add memory revisions by design
 
 

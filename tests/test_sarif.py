@@ -173,7 +173,7 @@ def test_check_sarif_meets_sarif_2_1_0_and_github(world):  # noqa: F811
     assert {r["ruleId"] for r in run["results"]} == {"citegraph/changed", "citegraph/deleted", "citegraph/relocated"}
     rules = {r["id"]: r["defaultConfiguration"]["level"] for r in run["tool"]["driver"]["rules"]}
     assert rules == {"citegraph/changed": "error", "citegraph/deleted": "error", "citegraph/relocated": "warning",
-                     "citegraph/unknown": "note"}
+                     "citegraph/unknown": "note", "citegraph/dependency-changed": "warning"}
     for res in run["results"]:
         assert res["level"] == rules[res["ruleId"]]
         assert len(res["partialFingerprints"]["primaryLocationLineHash"]) == 34
