@@ -40,9 +40,9 @@ from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.graph.store import Home
 from citegraph.memory import api
-from citegraph.memory import workset as ws
-from citegraph.memory.recall import recall
-from citegraph.memory.store import MemoryStore, bulk_insert
+from citegraph.memory.brief.recall import recall
+from citegraph.memory.lifecycle.store import MemoryStore, bulk_insert
+from citegraph.memory.worksets import workset as ws
 from citegraph.validator.capture import capture
 from citegraph.validator.model import Receipt
 from citegraph.validator.pipeline import MemoryInput, resolve_scope, validate

@@ -35,8 +35,8 @@ import pygit2
 from citegraph.graph.snapshot_builder import build_snapshot, resolve_target
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.graph.store import Home
-from citegraph.memory.check import run_check
-from citegraph.memory.store import MemoryStore, bulk_insert
+from citegraph.memory.lifecycle.store import MemoryStore, bulk_insert
+from citegraph.memory.review.check import run_check
 from citegraph.validator.capture import receipt_id
 from citegraph.validator.diff_scope import tree_changes
 from citegraph.validator.model import Receipt

@@ -43,7 +43,7 @@ from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.graph.store import Home
 from citegraph.memory import api
-from citegraph.memory.store import MemoryStore, bulk_insert
+from citegraph.memory.lifecycle.store import MemoryStore, bulk_insert
 from citegraph.server import client
 from citegraph.validator.capture import capture
 from citegraph.validator.pipeline import MemoryInput, resolve_scope, validate

@@ -1,5 +1,5 @@
-"""cited, refresh and repo (identity): thin wrappers over citegraph.memory.cited,
-citegraph.memory.refresh and citegraph.graph.identity (docs/agent-loop.md)."""
+"""cited, refresh and repo (identity): thin wrappers over citegraph.memory.agent.cited,
+citegraph.memory.agent.refresh and citegraph.graph.identity (docs/agent-loop.md)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def cited(ctx: click.Context, refs: tuple[str, ...], repo: str, limit: int, incl
             "include_archived": include_archived}
     data = via_service(ctx, "cited", args, no_service=no_service)
     if data is None:
-        from citegraph.memory.cited import cited as run
+        from citegraph.memory.agent.cited import cited as run
 
         data = run(get_home(ctx), list(refs), repo=repo, limit=limit, include_archived=include_archived,
                    cwd=os.getcwd())
@@ -100,7 +100,7 @@ def refresh(ctx: click.Context, memory_ids: tuple[str, ...], all_: bool, accept:
             "project": project, "repo": abspath(repo)}
     data = via_service(ctx, "refresh", args, no_service=no_service, read_only=dry_run)
     if data is None:
-        from citegraph.memory.refresh import refresh as run
+        from citegraph.memory.agent.refresh import refresh as run
 
         data = run(get_home(ctx), list(memory_ids), all_memories=all_, accept=accept, dry_run=dry_run,
                    repo=repo, project=project)
@@ -143,7 +143,7 @@ def move(ctx: click.Context, old_url: str, new_url: str, as_json: bool) -> None:
     under the old identity validate in clones of the new one."""
     from citegraph.graph.identity import identity_for_url, record_move
     from citegraph.indexer.errors import CitegraphError
-    from citegraph.memory.store import MemoryStore
+    from citegraph.memory.lifecycle.store import MemoryStore
 
     old, new = identity_for_url(old_url), identity_for_url(new_url)
     if old.repository_id == new.repository_id:

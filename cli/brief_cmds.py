@@ -18,7 +18,7 @@ from citegraph.cli.common import (
 )
 from citegraph.cli.conventions import SpreadCommand, spread_option, text_or_stdin
 from citegraph.indexer.errors import CitegraphError
-from citegraph.memory.brief_bounds import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
+from citegraph.memory.brief.bounds import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
 
 
 @outputs("brief")

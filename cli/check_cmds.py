@@ -1,5 +1,5 @@
 """check (CI: which memories a change makes stale) and report (a page people read): thin
-wrappers over citegraph.memory.check and citegraph.memory.report."""
+wrappers over citegraph.memory.review.check and citegraph.memory.review.report."""
 
 from __future__ import annotations
 
@@ -58,8 +58,8 @@ def check(ctx: click.Context, base: str, head: str, repo: str, project: str | No
     revision cannot be read or indexed — e.g. a shallow clone lacking BASE) or a usage error;
     3 environment error. Commit snapshots that are missing are built from the object
     database first (said on stderr). See docs/ci.md."""
-    from citegraph.memory import check_formats
-    from citegraph.memory.check import run_check
+    from citegraph.memory.review import check_formats
+    from citegraph.memory.review.check import run_check
     from citegraph.schemas import to_output
 
     if as_json:

@@ -22,7 +22,7 @@ import click
 from citegraph.cli.common import get_home, no_service_option, outputs, via_service
 from citegraph.cli.hook_fast import BadEvent, emit, read_event, run_pre_edit
 from citegraph.indexer.errors import CitegraphError
-from citegraph.memory.brief_bounds import MAX_BUDGET, MIN_BUDGET
+from citegraph.memory.brief.bounds import MAX_BUDGET, MIN_BUDGET
 
 HOOK_TIMEOUT_S = 10.0
 
@@ -85,7 +85,7 @@ def session_start(ctx: click.Context, budget_tokens: int, no_service: bool) -> N
     data = via_service(ctx, "hook_session_start", {"cwd": cwd, "budget_tokens": budget_tokens},
                        no_service=no_service, timeout_s=HOOK_TIMEOUT_S)
     if data is None:
-        from citegraph.memory.hooks import session_start as run
+        from citegraph.memory.agent.hooks import session_start as run
 
         emit(run(get_home(ctx), cwd, budget_tokens=budget_tokens))
         return

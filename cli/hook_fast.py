@@ -89,7 +89,7 @@ def run_pre_edit(home_root: str | None, no_service: bool) -> int:
             if data is not None:
                 emit(data.get("output"))
                 return 0
-        from citegraph.memory.hooks import pre_edit
+        from citegraph.memory.agent.hooks import pre_edit
 
         emit(pre_edit(home, file))
         return 0

@@ -83,7 +83,7 @@ def remember(ctx: click.Context, text: str, kind: str, project: str, topic: str 
 @handle_errors
 def show(ctx: click.Context, memory_id: str, as_json: bool) -> None:
     """Show one memory and its citations (receipts)."""
-    from citegraph.memory.store import MemoryStore
+    from citegraph.memory.lifecycle.store import MemoryStore
 
     with MemoryStore.open(get_home(ctx)) as ms:
         mem = ms.require(memory_id)
@@ -106,7 +106,7 @@ def show(ctx: click.Context, memory_id: str, as_json: bool) -> None:
 def list_(ctx: click.Context, project: str | None, include_archived: bool, as_json: bool) -> None:
     """List memories."""
     from citegraph.memory import api
-    from citegraph.memory.store import MemoryStore
+    from citegraph.memory.lifecycle.store import MemoryStore
 
     with MemoryStore.open(get_home(ctx)) as ms:
         mems = api.select_memories(ms, None, project, include_archived)
@@ -126,7 +126,7 @@ def list_(ctx: click.Context, project: str | None, include_archived: bool, as_js
 @handle_errors
 def history(ctx: click.Context, memory_id: str, as_json: bool) -> None:
     """All revisions of a memory (append-only)."""
-    from citegraph.memory.store import MemoryStore
+    from citegraph.memory.lifecycle.store import MemoryStore
 
     with MemoryStore.open(get_home(ctx)) as ms:
         revs = ms.history(memory_id)
@@ -152,7 +152,7 @@ def history(ctx: click.Context, memory_id: str, as_json: bool) -> None:
 @handle_errors
 def archive(ctx: click.Context, memory_id: str, as_json: bool) -> None:
     """Archive a memory (kept, no longer recalled). --json prints the memory as stored."""
-    from citegraph.memory.store import MemoryStore
+    from citegraph.memory.lifecycle.store import MemoryStore
 
     with MemoryStore.open(get_home(ctx)) as ms:
         mem = ms.set_status(memory_id, "archived")
@@ -171,7 +171,7 @@ def archive(ctx: click.Context, memory_id: str, as_json: bool) -> None:
 @handle_errors
 def forget(ctx: click.Context, memory_id: str, yes: bool, as_json: bool) -> None:
     """Delete a memory and all its revisions (the only way anything is deleted)."""
-    from citegraph.memory.store import MemoryStore
+    from citegraph.memory.lifecycle.store import MemoryStore
 
     if not yes:
         click.echo("citegraph: forget deletes every revision — pass --yes to confirm", err=True)

@@ -1,5 +1,5 @@
 """report: memory health as one self-contained HTML page (or Markdown) — a thin wrapper
-over citegraph.memory.report."""
+over citegraph.memory.review.report."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def report(ctx: click.Context, out: str | None, fmt: str, project: str | None, r
     by freshness with their citations, where the evidence is now and, for changed
     citations, the cited code beside the current code. Filter by project, outcome and path.
     One HTML file with nothing to download (works offline). Never indexes."""
-    from citegraph.memory import report as rp
+    from citegraph.memory.review import report as rp
 
     data = rp.build(get_home(ctx), repo_paths=list(repos) or None, project=project, at=at)
     if as_json or fmt == "json":
@@ -43,7 +43,7 @@ def report(ctx: click.Context, out: str | None, fmt: str, project: str | None, r
     elif fmt == "markdown":
         text = rp.to_markdown(data)
     else:
-        from citegraph.memory.report_html import render
+        from citegraph.memory.review.report_html import render
 
         text = render(data)
     write_output(out, text)

@@ -1,4 +1,4 @@
-"""publish, import: thin wrappers over citegraph.memory.share."""
+"""publish, import: thin wrappers over citegraph.memory.exchange.share."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def publish(ctx: click.Context, project: str | None, out: str, as_json: bool) ->
     written; any other memory is refused as a whole, with its reason. Exit code 1 when a
     memory was refused (the file then holds the publishable ones).
     """
-    from citegraph.memory.share import publish as do_publish
+    from citegraph.memory.exchange.share import publish as do_publish
 
     report = do_publish(get_home(ctx), out, project)
     data = report.to_json()
@@ -66,7 +66,7 @@ def import_(ctx: click.Context, file: str, repos: tuple[str, ...], as_json: bool
     citations validate against this home's own snapshots of the same repositories (same
     origin URL).
     """
-    from citegraph.memory.share import import_file
+    from citegraph.memory.exchange.share import import_file
 
     report = import_file(get_home(ctx), file, list(repos) or None)
     if as_json:

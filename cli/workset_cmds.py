@@ -1,5 +1,5 @@
 """workset create|add|remove|list|show|prepare|status|delete: thin wrappers over
-citegraph.memory.workset."""
+citegraph.memory.worksets.workset."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import click
 
 from citegraph.cli.common import emit_json, get_home, handle_errors, json_flag, outputs
 from citegraph.cli.conventions import paint, say
-from citegraph.memory import workset as ws
+from citegraph.memory.worksets import workset as ws
 
 
 @click.group()

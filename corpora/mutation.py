@@ -307,7 +307,7 @@ RECORDED = ("well_formed", "within_bounds", "before_anything", "snapshot_unreada
 
 def _record_case(case):  # a top-level function: runs in a worker process
     from citegraph.corpora import runner
-    from citegraph.memory.observation_cache import StoreCache
+    from citegraph.memory.lifecycle.observation_cache import StoreCache
     from citegraph.validator import decisions
 
     calls: dict[int, list] = {}

@@ -41,9 +41,9 @@ from citegraph.indexer.errors import CitegraphError
 from citegraph.indexer.extract import extract
 from citegraph.indexer.languages import language_for_path
 from citegraph.indexer.overloads import overload_stubs
+from citegraph.memory.agent.refresh import refresh
 from citegraph.memory.api import remember, select_memories, validate_memories
-from citegraph.memory.refresh import refresh
-from citegraph.memory.store import MemoryStore, memory_id_for
+from citegraph.memory.lifecycle.store import MemoryStore, memory_id_for
 
 PROJECT = "corpus"
 MISSING_COMMIT = "0badc0de" * 5  # a well-formed commit id that no repository holds
@@ -774,7 +774,7 @@ class CaseRun:
 
     def recall_parity(self, ms: MemoryStore) -> dict[str, bool]:
         try:
-            from citegraph.memory.recall import recall
+            from citegraph.memory.brief.recall import recall
         except ImportError:
             return {}
         legacy_ids = {memory_id_for(PROJECT, n) for n, m in self.mems.items() if m.legacy}

@@ -14,8 +14,8 @@ from citegraph.graph.current import StateSource
 from citegraph.graph.store import Home
 from citegraph.indexer import gitrepo
 from citegraph.indexer.errors import CitegraphError
-from citegraph.memory.observation_cache import StoreCache
-from citegraph.memory.store import Memory, MemoryStore
+from citegraph.memory.lifecycle.observation_cache import StoreCache
+from citegraph.memory.lifecycle.store import Memory, MemoryStore
 from citegraph.validator import pipeline
 from citegraph.validator.capture import capture
 from citegraph.validator.pipeline import MemoryInput, Scope, ValidationReport
@@ -135,7 +135,7 @@ def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
     return flat if len(flat) <= limit else flat[:limit - 1].rstrip() + "…"
 
 
-# --- Context Brief, worksets, legacy import (memory/brief.py, memory/workset.py) ------------
+# --- Context Brief, worksets, legacy import (memory/brief/compose.py, memory/worksets/workset.py) ------------
 
 
 def brief(home: Home, task: str, *, project: str | None = None, workset: str | None = None,
@@ -147,7 +147,7 @@ def brief(home: Home, task: str, *, project: str | None = None, workset: str | N
     ``brief --json`` structure, ``.to_text()`` the text rendering; text + JSON together stay
     under ``budget_tokens``. Never indexes. Memories citing ``code_refs`` rank first;
     ``repository_memories``: the memories citing the repository do (the task may be empty)."""
-    from citegraph.memory.brief import run_brief
+    from citegraph.memory.brief.compose import run_brief
 
     paths = list(repo_paths) if repo_paths else ([os.fspath(repo)] if repo is not None else None)
     return run_brief(home, task, project=project, workset=workset, code_refs=list(code_refs or []),
@@ -158,14 +158,14 @@ def brief(home: Home, task: str, *, project: str | None = None, workset: str | N
 def workset_prepare(home: Home, name: str, *, concurrency: int | None = None, jobs: int | None = None
                     ) -> dict[str, Any]:
     """``citegraph workset prepare NAME --json``."""
-    from citegraph.memory import workset as ws
+    from citegraph.memory.worksets import workset as ws
 
     return ws.prepare(home, name, jobs=concurrency or jobs or ws.DEFAULT_PREPARE_JOBS)
 
 
 def workset_status(home: Home, name: str) -> dict[str, Any]:
     """``citegraph workset status NAME --json`` (never builds)."""
-    from citegraph.memory import workset as ws
+    from citegraph.memory.worksets import workset as ws
 
     return ws.status(home, name)
 
@@ -175,7 +175,7 @@ def validate_workset(home: Home, name: str, *, memory_ids: list[str] | None = No
                      dependency_depth: int = 1) -> ValidationReport:
     """``citegraph validate --workset NAME``: every citation routed to its member's
     exact-current snapshot; never builds."""
-    from citegraph.memory import workset as ws
+    from citegraph.memory.worksets import workset as ws
 
     with MemoryStore.open(home) as ms:
         scope = ws.load_scope(ms, name, source=source)
@@ -185,6 +185,6 @@ def validate_workset(home: Home, name: str, *, memory_ids: list[str] | None = No
 
 def import_legacy(home: Home, path: str | os.PathLike[str]) -> dict[str, Any]:
     """``citegraph import-legacy FILE``: all or nothing, stored without citations."""
-    from citegraph.memory.legacy_import import import_file
+    from citegraph.memory.lifecycle.legacy_import import import_file
 
     return import_file(home, path)

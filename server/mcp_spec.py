@@ -112,14 +112,14 @@ MAX_STRING_CHARS = 4096
 """Longest string argument other than the memory text (``text``) and the task (``task``)."""
 MAX_LIST_ITEMS = 1000
 FALLBACK_MAX_TEXT_BYTES = 1024 * 1024
-"""Used until ``citegraph.memory.store.MAX_TEXT_BYTES`` (the limit shared by capture,
+"""Used until ``citegraph.memory.lifecycle.store.MAX_TEXT_BYTES`` (the limit shared by capture,
 import and MCP) exists in this installation."""
 TEXT_ARGS = frozenset({"text", "task"})
 _BAD_CHAR = re.compile("[\x00\ud800-\udfff]")
 
 
 def max_text_bytes() -> int:
-    from citegraph.memory import store
+    from citegraph.memory.lifecycle import store
 
     return int(getattr(store, "MAX_TEXT_BYTES", FALLBACK_MAX_TEXT_BYTES))
 
@@ -150,7 +150,7 @@ def _type_name(value: Any) -> str:
 
 def _check_string(tool: str, what: str, value: str, name: str) -> None:
     if name == "text" and len(value) > max_text_bytes():
-        from citegraph.memory.store import check_text
+        from citegraph.memory.lifecycle.store import check_text
 
         try:
             check_text(value)

@@ -224,7 +224,7 @@ def _cited(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
             "include_archived": bool(a.get("includeArchived"))}
     data = _served(ctx, "cited", args)
     if data is None:
-        from citegraph.memory.cited import cited as run
+        from citegraph.memory.agent.cited import cited as run
 
         data = run(ctx.home, args["refs"], repo=cwd, limit=args["limit"], include_archived=args["include_archived"])
     return data
@@ -240,7 +240,7 @@ def _refresh(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
                           "pass the `memoryIds` argument or the `all` argument")
     data = _served(ctx, "refresh", args, read_only=args["dry_run"])
     if data is None:
-        from citegraph.memory.refresh import refresh as run
+        from citegraph.memory.agent.refresh import refresh as run
 
         data = run(ctx.home, args["memory_ids"], all_memories=args["all"], accept=args["accept"],
                    dry_run=args["dry_run"], repo=cwd, project=args["project"])
@@ -249,7 +249,7 @@ def _refresh(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
 
 def _list(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
     from citegraph.memory import api
-    from citegraph.memory.store import MemoryStore
+    from citegraph.memory.lifecycle.store import MemoryStore
 
     with MemoryStore.open(ctx.home, read_only=True) as ms:
         mems = api.select_memories(ms, None, a.get("project"), bool(a.get("includeArchived")))
@@ -257,14 +257,14 @@ def _list(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
 
 
 def _show(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
-    from citegraph.memory.store import MemoryStore
+    from citegraph.memory.lifecycle.store import MemoryStore
 
     with MemoryStore.open(ctx.home, read_only=True) as ms:
         return ms.require(a["memoryId"]).to_json()
 
 
 def _history(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
-    from citegraph.memory.store import MemoryStore
+    from citegraph.memory.lifecycle.store import MemoryStore
 
     with MemoryStore.open(ctx.home, read_only=True) as ms:
         mem = ms.require(a["memoryId"])
@@ -280,31 +280,31 @@ def _ws_paths(a: dict[str, Any], tool: str) -> list[str]:
 
 
 def _workset_create(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
-    from citegraph.memory import workset as ws
+    from citegraph.memory.worksets import workset as ws
 
     return ws.create(ctx.home, a["workset"], _ws_paths(a, "workset_create"))
 
 
 def _workset_add(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
-    from citegraph.memory import workset as ws
+    from citegraph.memory.worksets import workset as ws
 
     return ws.add(ctx.home, a["workset"], _ws_paths(a, "workset_add"))
 
 
 def _workset_remove(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
-    from citegraph.memory import workset as ws
+    from citegraph.memory.worksets import workset as ws
 
     return ws.remove(ctx.home, a["workset"], _ws_paths(a, "workset_remove"))
 
 
 def _workset_list(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
-    from citegraph.memory import workset as ws
+    from citegraph.memory.worksets import workset as ws
 
     return ws.list_worksets(ctx.home)
 
 
 def _workset_show(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
-    from citegraph.memory import workset as ws
+    from citegraph.memory.worksets import workset as ws
 
     return ws.show(ctx.home, a["workset"])
 
@@ -316,7 +316,7 @@ def _workset_prepare(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
 
 
 def _workset_status(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
-    from citegraph.memory import workset as ws
+    from citegraph.memory.worksets import workset as ws
 
     return ws.status(ctx.home, a["workset"])
 

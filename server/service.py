@@ -360,7 +360,7 @@ class Service:
     def start(self, builder_thread: bool = True) -> None:
         """Start the supervisor (and the builder thread, unless the caller runs
         ``run_builds`` itself in the main thread)."""
-        from citegraph.memory.store import MemoryStore
+        from citegraph.memory.lifecycle.store import MemoryStore
 
         MemoryStore.keep_open_between_calls(STORE_LINGER_S)
         targets = [(self._supervise, "citegraph-supervisor")]
@@ -378,7 +378,7 @@ class Service:
             self._cond.notify_all()
 
     def close(self) -> None:
-        from citegraph.memory.store import MemoryStore
+        from citegraph.memory.lifecycle.store import MemoryStore
 
         MemoryStore.keep_open_between_calls(0.0)  # and close what lingers
         self.stop.set()

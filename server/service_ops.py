@@ -174,8 +174,8 @@ def _int(args: dict[str, Any], key: str, default: int, lo: int, hi: int) -> int:
 
 
 def cited(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
-    from citegraph.memory.cited import DEFAULT_LIMIT, MAX_LIMIT
-    from citegraph.memory.cited import cited as run
+    from citegraph.memory.agent.cited import DEFAULT_LIMIT, MAX_LIMIT
+    from citegraph.memory.agent.cited import cited as run
 
     return run(svc.home, _strs(args, "refs") or [], repo=_str(args, "repo") or ".",
                limit=_int(args, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT),
@@ -184,7 +184,7 @@ def cited(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def refresh(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
-    from citegraph.memory.refresh import refresh as run
+    from citegraph.memory.agent.refresh import refresh as run
 
     return run(svc.home, _strs(args, "memory_ids") or [], all_memories=bool(args.get("all")),
                accept=_str(args, "accept"), dry_run=bool(args.get("dry_run")), repo=_str(args, "repo") or ".",
@@ -192,7 +192,7 @@ def refresh(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def hook_pre_edit(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
-    from citegraph.memory.hooks import pre_edit
+    from citegraph.memory.agent.hooks import pre_edit
 
     file = _str(args, "file")
     if not file:
@@ -201,7 +201,7 @@ def hook_pre_edit(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def hook_session_start(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
-    from citegraph.memory.hooks import SESSION_BUDGET, session_start
+    from citegraph.memory.agent.hooks import SESSION_BUDGET, session_start
 
     return {"output": session_start(svc.home, _str(args, "cwd") or ".",
                                     budget_tokens=_int(args, "budget_tokens", SESSION_BUDGET, 800, 1500),

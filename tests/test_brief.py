@@ -17,9 +17,9 @@ from citegraph.cli.main import cli
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.store import Home
 from citegraph.memory import api
-from citegraph.memory import brief as br
-from citegraph.memory.recall import Candidate
-from citegraph.memory.store import Memory, MemoryStore, bulk_insert
+from citegraph.memory.brief import compose as br
+from citegraph.memory.brief.recall import Candidate
+from citegraph.memory.lifecycle.store import Memory, MemoryStore, bulk_insert
 from citegraph.validator import pipeline
 from citegraph.validator.model import MemoryVerdict, Observation, Observed, Receipt
 

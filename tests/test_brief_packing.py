@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.memory import api
-from citegraph.memory import brief as br
-from citegraph.memory import brief_pack as bp
-from citegraph.memory.recall import Candidate
-from citegraph.memory.store import Memory
+from citegraph.memory.brief import compose as br
+from citegraph.memory.brief import pack as bp
+from citegraph.memory.brief.recall import Candidate
+from citegraph.memory.lifecycle.store import Memory
 from citegraph.validator import pipeline
 from citegraph.validator.model import MemoryVerdict, Observation, Observed, Receipt
 

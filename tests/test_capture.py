@@ -14,7 +14,7 @@ from citegraph.graph.current import current_state
 from citegraph.graph.handles import repo_handle
 from citegraph.graph.store import Home
 from citegraph.indexer.errors import CitegraphError
-from citegraph.memory.store import MemoryStore
+from citegraph.memory.lifecycle.store import MemoryStore
 from citegraph.validator.capture import capture
 
 PROPERTY = """\

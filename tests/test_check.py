@@ -14,9 +14,9 @@ from gitutil import GIT_ENV, GitRepo
 from validation_helpers import cite, index
 
 from citegraph.graph.store import Home
-from citegraph.memory import check as chk
-from citegraph.memory import check_formats
-from citegraph.memory.store import MemoryStore
+from citegraph.memory.lifecycle.store import MemoryStore
+from citegraph.memory.review import check as chk
+from citegraph.memory.review import check_formats
 from citegraph.validator import diff_scope, pipeline
 
 REMOTE = "https://github.com/acme/payments.git"
@@ -392,7 +392,7 @@ def test_quote_keeps_memory_text_as_data():
 def test_json_outputs_match_the_schema(world, make_repo, home):
     import jsonschema
 
-    from citegraph.memory.check import run_check
+    from citegraph.memory.review.check import run_check
 
     schema = json.loads((__import__("pathlib").Path(__file__).resolve().parent.parent / "docs" / "schemas" /
                          "check.schema.json").read_text())

@@ -12,9 +12,9 @@ from service_helpers import needs_service, wait_exact
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.store import Home
 from citegraph.memory import api
-from citegraph.memory.cited import cited
-from citegraph.memory.share import import_file, publish
-from citegraph.memory.store import MemoryStore
+from citegraph.memory.agent.cited import cited
+from citegraph.memory.exchange.share import import_file, publish
+from citegraph.memory.lifecycle.store import MemoryStore
 
 RETRY = """\
 class RetryPolicy:
@@ -115,7 +115,7 @@ def test_cited_is_fed_by_refresh_and_forget(make_repo, home):
     r.commit("move")
     build_snapshot(r.root, home)
     assert found(cited(home, ["src/policy.py"], repo=r.root))["file"] == ["content"]
-    api_refresh = __import__("citegraph.memory.refresh", fromlist=["refresh"]).refresh
+    api_refresh = __import__("citegraph.memory.agent.refresh", fromlist=["refresh"]).refresh
     api_refresh(home, [ids["file"], ids["symbol"]], repo=r.root)
     got = found(cited(home, ["src/policy.py"], repo=r.root))
     assert got["file"] == ["path"] and got["symbol"] == ["path"]  # the index holds the new receipts

@@ -12,7 +12,7 @@ import time
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.indexer.errors import CitegraphError
 from citegraph.memory import api
-from citegraph.memory.store import LOCK_WAIT_S, MemoryStore
+from citegraph.memory.lifecycle.store import LOCK_WAIT_S, MemoryStore
 
 WORKERS = 6
 WRITES = 5

@@ -11,7 +11,7 @@ import pytest
 from citegraph.graph import graph_view
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.memory import api
-from citegraph.memory.store import MemoryStore
+from citegraph.memory.lifecycle.store import MemoryStore
 from citegraph.validator import decisions
 from citegraph.validator.model import DependencyEvidence, Observation, Observed, Receipt, SymbolRow
 
@@ -196,8 +196,8 @@ def test_records_are_bounded(repo, home):
 
 
 def test_check_warns_at_the_dependencys_change_and_not_for_an_unrelated_name(repo, home):
-    from citegraph.memory.check import run_check
-    from citegraph.memory.check_formats import to_sarif
+    from citegraph.memory.review.check import run_check
+    from citegraph.memory.review.check_formats import to_sarif
 
     scene(repo, home)
     base = repo.head()
@@ -244,7 +244,7 @@ def test_brief_code_ref_ranks_memories_citing_code_two_hops_away(repo, home):
     build_snapshot(repo.root, home, jobs=1)
     api.remember(home, "payment notes about timing", repo=repo.root, refs=["pay/far.py::far"], topic="far")
     api.remember(home, "payment notes", repo=repo.root, refs=["pay/charge.py::charge"], topic="near")
-    from citegraph.memory.legacy_import import LegacyRecord, import_records
+    from citegraph.memory.lifecycle.legacy_import import LegacyRecord, import_records
     import_records(home, [LegacyRecord(1, "payment notes about timing, legacy", "default", "old1", "durable",
                                        None, None, None),
                           LegacyRecord(2, "payment notes legacy", "default", "old2", "durable", None, None, None)])
@@ -260,7 +260,7 @@ def test_brief_code_ref_ranks_memories_citing_code_two_hops_away(repo, home):
 
 def nearby_count(repo, home) -> int:
     from citegraph.graph.current import ScanSource
-    from citegraph.memory.cited import nearby_handles
+    from citegraph.memory.agent.cited import nearby_handles
 
     cur = ScanSource().read(repo.root, home)
     return len(nearby_handles(["pay/retry.py::backoff"], cur))

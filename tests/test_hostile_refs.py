@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from validation_helpers import RETRY, cite, index
 
 from citegraph.indexer.errors import CitegraphError
-from citegraph.memory.store import MemoryStore
+from citegraph.memory.lifecycle.store import MemoryStore
 from citegraph.validator.refs import parse_ref
 
 # Every code point, with lone surrogates, NUL and whitespace drawn often (hypothesis's

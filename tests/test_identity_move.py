@@ -12,7 +12,7 @@ import shutil
 from citegraph.graph.identity import former_ids, identity_for_url
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.memory import api
-from citegraph.memory.cited import cited
+from citegraph.memory.agent.cited import cited
 
 OLD = "https://git.old-host.example/acme/payments.git"
 NEW = "git@new-host.example:acme/payments-service.git"

@@ -20,7 +20,7 @@ from citegraph.graph.store import Home
 from citegraph.indexer.errors import CitegraphError
 from citegraph.indexer.extract import extract
 from citegraph.memory import api
-from citegraph.memory.receipt_checks import (
+from citegraph.memory.exchange.receipt_checks import (
     BASE_FIELDS,
     KIND_FIELDS,
     MAX_NAME_BYTES,
@@ -29,14 +29,14 @@ from citegraph.memory.receipt_checks import (
     fragment_lines,
     receipt_problem,
 )
-from citegraph.memory.share import (
+from citegraph.memory.exchange.share import (
     MAX_LINE_BYTES,
     MAX_META_BYTES,
     import_file,
     publish,
     record_problem,
 )
-from citegraph.memory.store import MAX_TEXT_BYTES, MemoryStore, bulk_insert
+from citegraph.memory.lifecycle.store import MAX_TEXT_BYTES, MemoryStore, bulk_insert
 from citegraph.validator.capture import receipt_id
 
 ORIGIN = "https://example.com/org/hostile.git"

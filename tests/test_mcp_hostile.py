@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from citegraph.graph.snapshot_builder import build_snapshot
-from citegraph.memory import workset as ws
-from citegraph.memory.store import MemoryStore
+from citegraph.memory.lifecycle.store import MemoryStore
+from citegraph.memory.worksets import workset as ws
 from citegraph.server.bounded_calls import Lanes
 from citegraph.server.mcp_server import (
     MAX_LIST_ITEMS,

@@ -12,9 +12,9 @@ from citegraph.cli.main import cli
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.store import Home
 from citegraph.memory import api
-from citegraph.memory.legacy_import import import_file
-from citegraph.memory.recall import recall
-from citegraph.memory.store import MemoryStore
+from citegraph.memory.brief.recall import recall
+from citegraph.memory.lifecycle.legacy_import import import_file
+from citegraph.memory.lifecycle.store import MemoryStore
 
 
 def invoke(home: Home, *args: str):

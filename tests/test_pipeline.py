@@ -12,8 +12,8 @@ from validation_helpers import CountingSource, git, index
 
 from citegraph.graph.current import CurrentState, ScanSource
 from citegraph.memory import api
-from citegraph.memory import workset as ws
-from citegraph.memory.store import MemoryStore, bulk_insert
+from citegraph.memory.lifecycle.store import MemoryStore, bulk_insert
+from citegraph.memory.worksets import workset as ws
 from citegraph.validator.model import Receipt
 
 SRC = "def handler(event):\n    return event['id']\n\n\nclass Service:\n    def run(self):\n        return 1\n"

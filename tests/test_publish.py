@@ -18,8 +18,8 @@ from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.store import Home
 from citegraph.indexer.errors import CitegraphError
 from citegraph.memory import api
-from citegraph.memory.share import FORMAT, FORMAT_VERSION, import_file, publish
-from citegraph.memory.store import MemoryStore
+from citegraph.memory.exchange.share import FORMAT, FORMAT_VERSION, import_file, publish
+from citegraph.memory.lifecycle.store import MemoryStore
 
 ORIGIN = "https://example.com/org/repo.git"
 

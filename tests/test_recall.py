@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from citegraph.graph.store import Home
-from citegraph.memory import recall as rc
-from citegraph.memory.legacy_import import LegacyRecord, import_records
-from citegraph.memory.store import MemoryStore, bulk_insert, memory_id_for, tokenize
+from citegraph.memory.brief import recall as rc
+from citegraph.memory.lifecycle.legacy_import import LegacyRecord, import_records
+from citegraph.memory.lifecycle.store import MemoryStore, bulk_insert, memory_id_for, tokenize
 from citegraph.validator.model import Receipt
 
 VOCAB = ("retry idempotency key checkout payment ledger cache flush shutdown queue worker backoff "

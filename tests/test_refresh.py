@@ -15,8 +15,8 @@ from citegraph.graph.current import ScanSource
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.indexer.errors import CitegraphError
 from citegraph.memory import api
-from citegraph.memory.refresh import refresh
-from citegraph.memory.store import MemoryStore
+from citegraph.memory.agent.refresh import refresh
+from citegraph.memory.lifecycle.store import MemoryStore
 
 RETRY = """\
 class RetryPolicy:
@@ -191,7 +191,7 @@ def test_a_racing_refresh_writes_nothing(moved, repo, home):
 
 
 def test_a_memory_revised_meanwhile_is_not_overwritten(moved, repo, home, monkeypatch):
-    import citegraph.memory.refresh as rf
+    import citegraph.memory.agent.refresh as rf
 
     real = rf.resolve_each
 

@@ -21,8 +21,8 @@ import jsonschema
 import pytest
 from test_check import world  # noqa: F401  (the module fixture: a PR-shaped change)
 
-from citegraph.memory import check as chk
-from citegraph.memory import check_formats
+from citegraph.memory.review import check as chk
+from citegraph.memory.review import check_formats
 
 LEVEL = {"enum": ["none", "note", "warning", "error"]}
 BAG = {"type": "object"}

@@ -14,8 +14,8 @@ from citegraph.cli.main import cli
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.store import Home
 from citegraph.memory import api
-from citegraph.memory import workset as ws
-from citegraph.memory.store import MemoryStore, bulk_insert
+from citegraph.memory.lifecycle.store import MemoryStore, bulk_insert
+from citegraph.memory.worksets import workset as ws
 from citegraph.validator.model import Receipt
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "docs" / "schemas"
@@ -149,7 +149,7 @@ def test_refresh_and_history_outputs_match_the_schema(scene, home):
 
 
 def test_hook_and_repo_outputs_match_the_schema(scene, home, run_cli):
-    from citegraph.memory.hooks import pre_edit, session_start
+    from citegraph.memory.agent.hooks import pre_edit, session_start
 
     out = pre_edit(home, scene.root / "src" / "retry.py")
     assert out is not None and "systemMessage" in out  # the changed memory is stale

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 
-from citegraph.memory.store import MemoryStore
+from citegraph.memory.lifecycle.store import MemoryStore
 
 
 def test_threads_share_the_store(home):

@@ -17,8 +17,8 @@ import pytest
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.indexer.errors import CitegraphError
 from citegraph.memory import api
-from citegraph.memory.cited import cited
-from citegraph.memory.store import MEMORY_SCHEMA_VERSION, MemoryStore
+from citegraph.memory.agent.cited import cited
+from citegraph.memory.lifecycle.store import MEMORY_SCHEMA_VERSION, MemoryStore
 
 FIXTURE = Path(__file__).parent / "fixtures" / "store_v1"
 sys.path.insert(0, str(FIXTURE))

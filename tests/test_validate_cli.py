@@ -21,7 +21,7 @@ from validation_helpers import (
 )
 
 from citegraph.graph.store import Home
-from citegraph.memory.store import MemoryStore
+from citegraph.memory.lifecycle.store import MemoryStore
 
 OUTCOMES = {"exact", "relocated", "changed", "deleted", "unknown"}
 OBSERVED_KEYS = {"path", "start_line", "end_line", "handle"}

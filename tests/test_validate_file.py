@@ -27,7 +27,7 @@ from validation_helpers import (
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.store import Home
 from citegraph.memory import api
-from citegraph.memory.store import MemoryStore
+from citegraph.memory.lifecycle.store import MemoryStore
 from citegraph.validator.pipeline import resolve_scope, validate
 
 URL = "https://example.invalid/acme/proj.git"

@@ -153,7 +153,7 @@ def test_dirty_worktree_overlay_counts_untracked_files_as_added(repo, home, cite
 
 
 def cited_commit(home, mem) -> str:
-    from citegraph.memory.store import MemoryStore
+    from citegraph.memory.lifecycle.store import MemoryStore
 
     with MemoryStore.open(home) as ms:
         return ms.require(mem["id"]).citations[0].commit

@@ -15,7 +15,7 @@ from citegraph.graph.retention import collect, pinned_ids
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.store import Home
 from citegraph.memory import api
-from citegraph.memory import workset as ws
+from citegraph.memory.worksets import workset as ws
 from citegraph.schemas import iso_time
 
 SRC = "def handler(event):\n    return event['id']\n\n\nclass Service:\n    def run(self):\n        return 1\n"

@@ -1,7 +1,7 @@
 """The one validation pipeline (SPEC §17): plan → run → aggregate.
 
 Every reader of verdicts uses it: ``validate`` and ``validate --workset``
-(memory/api.py), ``brief`` (memory/brief.py), the MCP ``validate`` tool (through the API)
+(memory/api.py), ``brief`` (memory/brief/compose.py), the MCP ``validate`` tool (through the API)
 and the resident service (which injects its own ``StateSource``).
 
 - **plan**: route each citation to the scope members carrying its repository id. Only the

@@ -16,7 +16,7 @@ SPAN_RE = re.compile(r"^(?P<path>.+)#L(?P<start>[0-9]+)(?:-L?(?P<end>[0-9]+))?$"
 ORDINAL_RE = re.compile(r"^(?P<name>.*)\[(?P<ordinal>[0-9]{1,6})\]$")
 MAX_CITATIONS = 8
 MAX_LINE = 10_000_000  # no source file has more lines; larger numbers are input errors
-MAX_REF_CHARS = 4096 + 2 + 1024  # a path of PATH_MAX, "::" and a qualified name (memory/receipt_checks.py)
+MAX_REF_CHARS = 4096 + 2 + 1024  # a path of PATH_MAX, "::" and a qualified name (memory/exchange/receipt_checks.py)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from citegraph.memory.report import FRESHNESS
+from citegraph.memory.review.report import FRESHNESS
 from citegraph.validator.model import OUTCOMES
 
 COLOURS = {"fresh": "#2e7d32", "stale": "#c62828", "unknown": "#8d6e00", "exact": "#2e7d32",

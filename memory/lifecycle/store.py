@@ -52,7 +52,7 @@ RECEIPT_FIELDS = [f.name for f in fields(Receipt)]
 # unchanged), and for symbols ``handle``, ``fragment`` (finds a moved copy) and ``locator``
 # (``path::Qualified.name``, any ordinal). Kept by every write of a revision (capture,
 # import, refresh, bulk load) and by forget; read by ``citegraph cited``, brief
-# ``--code-ref`` and the hooks (memory/cited.py).
+# ``--code-ref`` and the hooks (memory/agent/cited.py).
 CODE_KEYS = ("path", "blob", "handle", "fragment", "locator")
 CODE_INDEX_COLS = ("memory_id", "revision", "citation_id", "position", "repository_id", "key_kind", "key",
                    "kind", "path", "start_line", "end_line")
@@ -367,7 +367,7 @@ class MemoryStore:
                  refresh: list[dict[str, Any]] | None = None, memory_id: str | None = None,
                  expect_revision: int | None = None) -> tuple[Memory, int]:
         """Create or revise the (project, topic) memory; returns (memory, citations cleared).
-        ``refresh``: what a refresh replaced in this revision and why (memory/refresh.py);
+        ``refresh``: what a refresh replaced in this revision and why (memory/agent/refresh.py);
         ``memory_id`` revises that memory (a memory stored without a topic has no
         (project, topic) key); ``expect_revision``: refuse (retryable) unless the memory
         is still at that revision — nothing written."""

@@ -25,7 +25,7 @@ from citegraph.graph.retention import set_pins
 from citegraph.graph.store import Home
 from citegraph.indexer import gitrepo
 from citegraph.indexer.errors import CitegraphError
-from citegraph.memory.store import MemoryStore, check_name
+from citegraph.memory.lifecycle.store import MemoryStore, check_name
 from citegraph.validator.pipeline import Scope
 
 DEFAULT_PREPARE_JOBS = 2

@@ -36,7 +36,7 @@ from citegraph.indexer.blob_facts import facts_for_blob
 from citegraph.indexer.errors import CitegraphError
 from citegraph.indexer.extract import EXTRACTOR_VERSION, FileFacts, blake3_hex
 from citegraph.indexer.languages import LANGUAGES, language_for_path
-from citegraph.memory.untrusted_json import lone_surrogate, shown
+from citegraph.memory.exchange.untrusted_json import lone_surrogate, shown
 from citegraph.validator.capture import MAX_DEPS_JSON_BYTES
 from citegraph.validator.model import Receipt
 from citegraph.validator.refs import check_path, parse_ref

@@ -37,7 +37,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from citegraph.memory.store import Memory
+from citegraph.memory.lifecycle.store import Memory
 from citegraph.validator.decisions import SEVERITY
 from citegraph.validator.model import MemoryVerdict
 

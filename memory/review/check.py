@@ -33,7 +33,7 @@ from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.graph.store import Home
 from citegraph.indexer import gitrepo
 from citegraph.indexer.errors import CitegraphError
-from citegraph.memory.store import MEMORY_COLS, RECEIPT_FIELDS, Memory, MemoryStore
+from citegraph.memory.lifecycle.store import MEMORY_COLS, RECEIPT_FIELDS, Memory, MemoryStore
 from citegraph.validator import diff_scope, pipeline
 from citegraph.validator.model import Advisory, Observation, Receipt
 from citegraph.validator.next_steps import next_step

@@ -29,8 +29,8 @@ from citegraph.graph.handles import repo_handle
 from citegraph.graph.store import Home
 from citegraph.indexer.errors import CitegraphError
 from citegraph.memory.api import select_memories, to_inputs
-from citegraph.memory.observation_cache import StoreCache
-from citegraph.memory.store import Memory, MemoryStore
+from citegraph.memory.lifecycle.observation_cache import StoreCache
+from citegraph.memory.lifecycle.store import Memory, MemoryStore
 from citegraph.validator import decisions, pipeline
 from citegraph.validator.capture import receipt_evidence, resolve_each, respell
 from citegraph.validator.decisions import Reason

@@ -5,7 +5,7 @@ is about to edit (``citegraph hook pre-edit``) and a bounded brief when a sessio
 Both return the hook's JSON output (``hookSpecificOutput`` with ``additionalContext``),
 or ``None`` for silence: nothing cites the file, the file lies in no repository, or no
 memory cites the repository. Neither ever decides a permission: an edit is never blocked.
-Memory text is data: quoted as in a brief (memory/brief_pack.py ``quote``).
+Memory text is data: quoted as in a brief (memory/brief/pack.py ``quote``).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from citegraph.graph.store import Home
 from citegraph.indexer import gitrepo
 from citegraph.indexer.errors import CitegraphError
 from citegraph.indexer.paths import stored_path
-from citegraph.memory.brief_pack import cut_text, location, quote, safe
-from citegraph.memory.cited import cited
+from citegraph.memory.agent.cited import cited
+from citegraph.memory.brief.pack import cut_text, location, quote, safe
 from citegraph.validator.refs import check_path
 
 HOOK_MEMORIES = 8  # memories shown before an edit (the rest are counted)
@@ -145,7 +145,7 @@ def session_start(home: Home, cwd: str | os.PathLike[str], *, budget_tokens: int
                   source: StateSource | None = None) -> dict[str, Any] | None:
     """The ``SessionStart`` hook output: a bounded brief of the memories citing the
     repository at ``cwd`` (most recently updated first), or None."""
-    from citegraph.memory.brief import run_brief
+    from citegraph.memory.brief.compose import run_brief
 
     try:
         root = os.path.realpath(gitrepo.workdir(gitrepo.open_repository(cwd)))

@@ -30,9 +30,7 @@ import blake3
 
 from citegraph.graph.store import Home
 from citegraph.indexer.errors import CitegraphError
-from citegraph.memory.outer_tx import one_transaction
-from citegraph.memory.store import MAX_TEXT_BYTES, NAME_RE, MemoryStore, bulk_insert, memory_id_for
-from citegraph.memory.untrusted_json import (
+from citegraph.memory.exchange.untrusted_json import (
     JSON_SPACE,
     JSONInputError,
     check_depth,
@@ -40,6 +38,14 @@ from citegraph.memory.untrusted_json import (
     raw_decode,
     shown,
 )
+from citegraph.memory.lifecycle.store import (
+    MAX_TEXT_BYTES,
+    NAME_RE,
+    MemoryStore,
+    bulk_insert,
+    memory_id_for,
+)
+from citegraph.memory.lifecycle.transactions import one_transaction
 
 FIELDS = ("text", "project", "topic", "kind", "source_commit", "author", "created_at")
 COMMIT_RE = re.compile(r"^[0-9a-fA-F]{4,64}$")

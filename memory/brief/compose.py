@@ -2,13 +2,13 @@
 
 Pipeline (docs/brief.md):
 
-1. recall (``memory/recall.py``): BM25 + citation boosts, at most 24 candidates — the
+1. recall (``memory/brief/recall.py``): BM25 + citation boosts, at most 24 candidates — the
    *selected* memories;
 2. validation of the selected memories' citations only, in rank order: at most 96
    citations across at most 32 repositories, at most 4 repositories at once; citations
    beyond a bound are ``unknown/limit`` and cost nothing. Only exact-current snapshots that
    already exist are read — a brief never indexes;
-3. projection under ``--budget-tokens`` (800–1500, default 1250): ``memory/brief_pack.py``
+3. projection under ``--budget-tokens`` (800–1500, default 1250): ``memory/brief/pack.py``
    (the estimator, and packing that never stops at the first memory that does not fit).
 
 Memory text is data: the text rendering shows it only as a JSON-escaped string in quotes
@@ -28,8 +28,8 @@ from citegraph.graph.ref_paths import RefPaths, normalize_ref
 from citegraph.graph.store import Home
 from citegraph.indexer.errors import CitegraphError
 from citegraph.memory.api import to_inputs
-from citegraph.memory.brief_bounds import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
-from citegraph.memory.brief_pack import (  # noqa: F401 - the projection, re-exported for callers
+from citegraph.memory.brief.bounds import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
+from citegraph.memory.brief.pack import (  # noqa: F401 - the projection, re-exported for callers
     ESTIMATOR,
     BriefResult,
     Item,
@@ -41,10 +41,10 @@ from citegraph.memory.brief_pack import (  # noqa: F401 - the projection, re-exp
     render,
     safe,
 )
-from citegraph.memory.observation_cache import StoreCache
-from citegraph.memory.recall import MAX_CANDIDATES, W_NEAR, Candidate, recall, task_patterns
-from citegraph.memory.store import Memory, MemoryStore, check_name
-from citegraph.memory.workset import load_scope
+from citegraph.memory.brief.recall import MAX_CANDIDATES, W_NEAR, Candidate, recall, task_patterns
+from citegraph.memory.lifecycle.observation_cache import StoreCache
+from citegraph.memory.lifecycle.store import Memory, MemoryStore, check_name
+from citegraph.memory.worksets.workset import load_scope
 from citegraph.validator import pipeline
 from citegraph.validator.decisions import Reason
 from citegraph.validator.model import MemoryVerdict, Receipt
@@ -129,7 +129,7 @@ def _pinned(home: Home, ms: MemoryStore, scope: pipeline.Scope, code_refs: list[
     workset, as written), or with ``repository_memories`` those citing that repository."""
     if not code_refs and not repository_memories:
         return []
-    from citegraph.memory.cited import cited_ids
+    from citegraph.memory.agent.cited import cited_ids
 
     cur = None
     if workset:
@@ -184,7 +184,7 @@ def run_brief(home: Home, task: str, *, project: str | None = None, workset: str
               cwd: str | os.PathLike[str] | None = None, dependency_depth: int = 1) -> BriefResult:
     """Build a Context Brief; never indexes and never writes a snapshot. ``source``: where
     repository states are read (default: a git-status scan). Memories whose citations
-    touch ``code_refs`` rank first (the code index, memory/cited.py); with
+    touch ``code_refs`` rank first (the code index, memory/agent/cited.py); with
     ``repository_memories`` (the session-start hook) the memories citing the first
     repository in scope do, most recently updated first, and the task may be empty."""
     t0 = time.perf_counter()
@@ -212,7 +212,7 @@ def run_brief(home: Home, task: str, *, project: str | None = None, workset: str
             scope = pipeline.Scope.for_paths([os.path.realpath(os.fspath(p)) for p in paths], source=source)
         pinned = _pinned(home, ms, scope, list(code_refs), bool(workset), repository_memories)
         if code_refs and not workset and scope.paths:  # recall by proximity (SPEC §21)
-            from citegraph.memory.cited import nearby_handles
+            from citegraph.memory.agent.cited import nearby_handles
 
             cur = scope.members[scope.paths[0][0]].cur if scope.paths[0][0] in scope.members else None
             prefix = cur.identity.repository_id[:16] if cur is not None else None

@@ -5,7 +5,7 @@ same verdicts as ``validate``); for each citation the report keeps the outcome, 
 observed location, a link to the code host when the repository identity is a known remote,
 and for a ``changed`` citation the cited bytes (read from the object database at the
 capture commit's blob) beside the current bytes (the snapshot the verdict was made
-against) as a line diff (difflib). Rendering: memory/report_html.py (one self-contained
+against) as a line diff (difflib). Rendering: memory/review/report_html.py (one self-contained
 HTML file) and ``to_markdown`` here.
 """
 
@@ -23,7 +23,7 @@ from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.graph.store import Home
 from citegraph.indexer.errors import CitegraphError
 from citegraph.memory import api
-from citegraph.memory.store import MemoryStore
+from citegraph.memory.lifecycle.store import MemoryStore
 from citegraph.validator.model import OUTCOMES, Receipt
 from citegraph.validator.pipeline import Scope, ScopeMember
 
@@ -191,7 +191,7 @@ def build(home: Home, *, repo_paths: list[str] | None = None, project: str | Non
 
 def to_markdown(data: dict[str, Any]) -> str:
     """The report as Markdown: counts, then the memories by freshness with their citations."""
-    from citegraph.memory.check_formats import md_code, md_text
+    from citegraph.memory.review.check_formats import md_code, md_text
 
     out = ["# citegraph memory report", "", f"Generated {data['generated_at']}.", "",
            "| freshness | memories |", "|---|---|"]

@@ -13,7 +13,7 @@ import threading
 
 import pyarrow as pa
 
-from citegraph.memory.store import MemoryStore
+from citegraph.memory.lifecycle.store import MemoryStore
 from citegraph.validator.model import Observation, Observed
 
 

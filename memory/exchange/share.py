@@ -36,16 +36,22 @@ from typing import Any
 
 from citegraph.graph.store import Home
 from citegraph.indexer.errors import CitegraphError
-from citegraph.memory.outer_tx import one_transaction
-from citegraph.memory.receipt_checks import (
+from citegraph.memory.exchange.receipt_checks import (
     MAX_RECEIPT_JSON_BYTES,
     CommitSource,
     ReceiptMismatch,
     receipt_problem,
 )
-from citegraph.memory.store import MAX_TEXT_BYTES, NAME_RE, Memory, MemoryStore, memory_id_for
-from citegraph.memory.untrusted_json import JSONInputError, lone_surrogate, shown
-from citegraph.memory.untrusted_json import loads as bounded_loads
+from citegraph.memory.exchange.untrusted_json import JSONInputError, lone_surrogate, shown
+from citegraph.memory.exchange.untrusted_json import loads as bounded_loads
+from citegraph.memory.lifecycle.store import (
+    MAX_TEXT_BYTES,
+    NAME_RE,
+    Memory,
+    MemoryStore,
+    memory_id_for,
+)
+from citegraph.memory.lifecycle.transactions import one_transaction
 from citegraph.validator.model import Receipt, locator_of
 
 FORMAT = "citegraph-memories"

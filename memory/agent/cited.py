@@ -3,7 +3,7 @@
 A ref names code: a file, a span, a symbol (by locator, ordinal, ``cgs_``/``cgr_``
 handle). It is resolved against the exact-current snapshot when there is one (the current
 content of the file, the symbol's handle, lines and fragment hash) and looked up in the
-memory store's **code index** (memory/store.py: one row per (citation of a current
+memory store's **code index** (memory/lifecycle/store.py: one row per (citation of a current
 revision, key), written by capture, import and refresh) — point lookups by key, never a
 scan of memories. A citation *touches* the ref when (docs/agent-loop.md):
 
@@ -33,8 +33,8 @@ from citegraph.graph.store import Home
 from citegraph.indexer import gitrepo
 from citegraph.indexer.errors import CitegraphError
 from citegraph.memory.api import to_inputs
-from citegraph.memory.observation_cache import StoreCache
-from citegraph.memory.store import Memory, MemoryStore
+from citegraph.memory.lifecycle.observation_cache import StoreCache
+from citegraph.memory.lifecycle.store import Memory, MemoryStore
 from citegraph.validator import pipeline
 from citegraph.validator.capture import find_symbol
 from citegraph.validator.model import MemoryVerdict, Receipt

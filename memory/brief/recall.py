@@ -37,7 +37,7 @@ import pyarrow as pa
 
 from citegraph.graph.handles import CGR_RE, CGS_RE
 from citegraph.indexer.errors import CitegraphError
-from citegraph.memory.store import MemoryStore, tokenize
+from citegraph.memory.lifecycle.store import MemoryStore, tokenize
 from citegraph.validator.refs import parse_ref
 
 K1 = 1.2
@@ -46,7 +46,7 @@ MAX_CANDIDATES = 24
 W_CODE_REF = 3.0
 W_TASK = 1.5
 # A memory citing a symbol within two hops of a ``--code-ref`` symbol (calls, references,
-# inherits, either way; memory/cited.py ``nearby_handles``): below a direct hit, above a
+# inherits, either way; memory/agent/cited.py ``nearby_handles``): below a direct hit, above a
 # task word. Uncited memories cite nothing, so their scores never move (legacy parity).
 W_NEAR = 1.0
 MAX_PATTERNS = 64  # task-derived patterns considered (bounds the boost join)

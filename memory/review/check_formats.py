@@ -1,4 +1,4 @@
-"""Renderings of a ``CheckReport`` (memory/check.py): text, Markdown for a pull-request
+"""Renderings of a ``CheckReport`` (memory/review/check.py): text, Markdown for a pull-request
 comment (bounded, counts first) and SARIF 2.1.0 for GitHub code scanning (docs/ci.md).
 
 Memory text is data everywhere: quoted and escaped (``check.quote``), in Markdown also
@@ -14,7 +14,7 @@ from importlib import metadata
 from typing import Any
 from urllib.parse import quote as url_quote
 
-from citegraph.memory.check import LEVEL, RULES, CheckReport, Finding, quote
+from citegraph.memory.review.check import LEVEL, RULES, CheckReport, Finding, quote
 
 MAX_MARKDOWN_CHARS = 60_000  # a GitHub comment holds 65,536; leave room for a bot's wrapper
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"

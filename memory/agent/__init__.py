@@ -1,0 +1,1 @@
+"""The agent loop: hooks, `cited` (the inverse code index's readers) and refresh."""

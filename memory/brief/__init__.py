@@ -1,0 +1,1 @@
+"""Recall and the Context Brief: ranking, packing under a budget, the brief itself."""

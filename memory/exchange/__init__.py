@@ -1,0 +1,1 @@
+"""Publish and import: portable memory files and the checks of untrusted receipts."""

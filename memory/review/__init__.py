@@ -1,0 +1,1 @@
+"""The PR check, its output formats and the memory-health report."""

@@ -1,0 +1,1 @@
+"""Worksets: named sets of repositories, prepared and pinned before briefs."""
