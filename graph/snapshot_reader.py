@@ -98,6 +98,29 @@ class Snapshot:
         snap._aliases = aliases
         return snap
 
+    @classmethod
+    def from_parquet(cls, snapshot_id: str, entry: dict[str, Any], tables: dict[str, Path],
+                     repo: pygit2.Repository | None = None) -> Snapshot:
+        """A snapshot read from the Parquet files of a checkpoint partition (one file per
+        table, its logical rows: graph/checkpoint_snapshots.py), through views of the same
+        names on a private DuckDB connection of one thread (a batch task: memory/batch/)."""
+        con = duckdb.connect(":memory:", config={"threads": 1})
+        try:
+            for t in SNAPSHOT_TABLES:
+                quoted = str(tables[t.name]).replace("'", "''")
+                con.execute(f"CREATE VIEW {t.name} AS SELECT {', '.join(t.names)} FROM read_parquet('{quoted}')")
+            _check_meta(con, "meta", tables["meta"], snapshot_id)
+        except KeyError as exc:
+            con.close()
+            raise _corrupt(snapshot_id, tables.get("meta", "?"), f"no {exc.args[0]} table") from None
+        except duckdb.Error as exc:
+            con.close()
+            raise _corrupt(snapshot_id, tables.get("meta", "?"), str(exc).splitlines()[0]) from None
+        except BaseException:
+            con.close()
+            raise
+        return cls(snapshot_id, entry, con, repo)
+
     def close(self) -> None:
         _release(self.con, getattr(self, "_aliases", []))
 
