@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from citegraph.graph.current import CurrentState
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.graph.store import Home, RepoStore
@@ -28,8 +30,19 @@ class CheckpointState(CurrentState):
     home: Home | None = field(default=None, kw_only=True)  # type: ignore[assignment]
     tables: dict[str, Path] = field(default_factory=dict, kw_only=True)
 
+    _con: duckdb.DuckDBPyConnection | None = field(default=None, init=False, repr=False)
+
     def open_snapshot(self) -> Snapshot:
-        return Snapshot.from_parquet(self.snapshot_id, self.entry or {}, self.tables, self.repo)
+        """A cursor on the partition's one connection (its views are made once: a task
+        reads its snapshot for the evidence and again for the advisories)."""
+        if self._con is None:
+            self._con = Snapshot.from_parquet(self.snapshot_id, self.entry or {}, self.tables).con
+        return Snapshot(self.snapshot_id, self.entry or {}, self._con.cursor(), self.repo)
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None
 
 
 class CheckpointSource:

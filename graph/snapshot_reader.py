@@ -108,7 +108,10 @@ class Snapshot:
         try:
             for t in SNAPSHOT_TABLES:
                 quoted = str(tables[t.name]).replace("'", "''")
-                con.execute(f"CREATE VIEW {t.name} AS SELECT {', '.join(t.names)} FROM read_parquet('{quoted}')")
+                # The tables evidence queries again and again are read once; the others are
+                # views (most validations never read edges, contents or overrides).
+                what = "TABLE" if t.name in PARQUET_LOADED else "VIEW"
+                con.execute(f"CREATE {what} {t.name} AS SELECT {', '.join(t.names)} FROM read_parquet('{quoted}')")
             _check_meta(con, "meta", tables["meta"], snapshot_id)
         except KeyError as exc:
             con.close()
@@ -167,6 +170,7 @@ class Snapshot:
 
 
 LAYERED_TABLES = ("files", "symbols", "edges", "damage")
+PARQUET_LOADED = ("meta", "files", "symbols", "damage")  # Snapshot.from_parquet
 
 # One in-memory DuckDB instance per process: creating an instance costs ~30 ms, a cursor
 # on it with an ATTACH ~2 ms. Each Snapshot gets its own cursor, unique attach aliases and

@@ -30,18 +30,25 @@ def _distributed() -> Any:
 
 
 @contextlib.contextmanager
+def local_cluster(workers: int) -> Iterator[Any]:
+    """A ``LocalCluster`` of ``workers`` single-threaded worker processes (its
+    ``scheduler_address`` is what ``--scheduler`` attaches to)."""
+    cluster = _distributed().LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                          dashboard_address=None, silence_logs=logging.ERROR)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@contextlib.contextmanager
 def client_for(scheduler: str, workers: int | None) -> Iterator[Any]:
     """A Dask client: of a ``LocalCluster`` of ``workers`` processes started here (when
     ``workers`` is given), else attached to the scheduler at ``scheduler``."""
     distributed = _distributed()
     if workers is not None:
-        cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                           dashboard_address=None, silence_logs=logging.ERROR)
-        try:
-            with distributed.Client(cluster) as client:
-                yield client
-        finally:
-            cluster.close()
+        with local_cluster(workers) as cluster, distributed.Client(cluster) as client:
+            yield client
         return
     try:
         client = distributed.Client(scheduler, timeout="10s")

@@ -88,7 +88,10 @@ def _validate(task: PartitionTask) -> dict[str, Any]:
     items = [pipeline.MemoryInput(rec["id"], [Receipt(**c) for c in rec["citations"] if c["repository_id"] in own],
                                   rec.get("source_commit")) for rec in records]
     scope = pipeline.Scope([(rid, None)], at=snap["commit"], source=CheckpointSource(state))
-    report = pipeline.validate(None, items, scope, dependency_depth=task.dependency_depth)
+    try:
+        report = pipeline.validate(None, items, scope, dependency_depth=task.dependency_depth)
+    finally:
+        state.close()
     report.about = {rec["id"]: {"project": rec["project"], "topic": rec["topic"], "excerpt": excerpt(rec["text"])}
                     for rec in records}
     return {"repository_id": rid, "snapshot_id": snap["snapshot_id"], "commit": snap["commit"],
