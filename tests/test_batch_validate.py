@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -214,3 +215,23 @@ def test_cli_exit_code_says_a_repository_failed(world, tmp_path):
     assert [f["repository_id"] for f in summary["failed"]] == [rid]
     assert "does not match its blake3 digest" in summary["failed"][0]["error"]
     assert summary["validated"] == REPOS - 1
+
+
+def test_the_engine_stays_at_the_edge():
+    """Only memory/batch/dask_engine.py imports Dask; the rest of the product — the batch
+    driver and partition function included — runs without importing it."""
+    root = Path(__file__).resolve().parents[1]
+    importers = []
+    for p in root.rglob("*.py"):
+        rel = p.relative_to(root)
+        if rel.parts[0] in (".venv", "tests", "bench", "build") or "site-packages" in rel.parts:
+            continue
+        text = p.read_text(encoding="utf-8")
+        if re.search(r"^\s*(?:import|from)\s+(?:dask|distributed)\b", text, re.M):
+            importers.append(str(rel))
+    assert importers == ["memory/batch/dask_engine.py"]
+    code = ("import sys, citegraph.cli.main, citegraph.memory.api, citegraph.cli.batch_cmds, "
+            "citegraph.memory.batch.run, citegraph.memory.batch.partition, citegraph.memory.exchange.checkpoints; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
