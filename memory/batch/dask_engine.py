@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -63,9 +64,10 @@ def run(tasks: list[PartitionTask], fn: Callable[[PartitionTask], dict[str, Any]
         workers: int | None, retries: int, progress: bool = False) -> list[tuple[str, dict[str, Any] | None, str | None]]:
     """(repository id, result or None, error or None) for every task, in task order."""
     distributed = _distributed()
+    run_id = uuid.uuid4().hex[:12]  # keys of this run only: a scheduler may still hold another run's
     with client_for(scheduler, workers) as client:
-        futures = [client.submit(fn, t, retries=retries, pure=False, key=f"validate-partition-{t.repository_id}")
-                   for t in tasks]
+        futures = [client.submit(fn, t, retries=retries, pure=False,
+                                 key=f"validate-partition-{t.repository_id}-{run_id}") for t in tasks]
         if progress and futures:
             with contextlib.redirect_stdout(sys.stderr):
                 distributed.progress(futures, multi=False)
