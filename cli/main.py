@@ -17,11 +17,11 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "archive": ("memory_cmds", "archive"), "forget": ("memory_cmds", "forget"),
     "validate": ("memory_cmds", "validate"), "brief": ("brief_cmds", "brief"),
     "import-legacy": ("brief_cmds", "import_legacy"), "workset": ("workset_cmds", "workset"),
-    "publish": ("share_cmds", "publish"), "import": ("share_cmds", "import_"),
+    "publish": ("share_cmds", "publish"), "import": ("share_cmds", "import_"), "export": ("share_cmds", "export"),
     "check": ("check_cmds", "check"), "report": ("report_cmds", "report"),
     "watch": ("watch_cmds", "watch"), "serve": ("watch_cmds", "serve"), "mcp": ("mcp_cmds", "mcp"),
     "cited": ("agent_cmds", "cited"), "refresh": ("agent_cmds", "refresh"), "repo": ("agent_cmds", "repo"),
-    "hook": ("hook_cmds", "hook"), "graph": ("graph_cmds", "graph"),
+    "hook": ("hook_cmds", "hook"), "graph": ("graph_cmds", "graph"), "batch": ("batch_cmds", "batch"),
 }
 
 

@@ -21,6 +21,9 @@ from citegraph.indexer.worktree import MODE_NOT_REGULAR, WorktreeReader
 
 # Skips that a later build must redo (the blob may be there next time, the machine faster).
 TRANSIENT_REASONS = ("parse-timeout", "missing-blob")
+# Skips ``classify`` decides from the path or mode, never from a blob's content: such rows
+# never enter the blob-keyed facts cache (the same blob elsewhere may well be indexed).
+PATH_REASONS = ("symlink", "not-regular", "undecodable-path", "submodule", "excluded")
 
 
 @dataclass

@@ -6,12 +6,14 @@ A crash at any point leaves every ready snapshot untouched and nothing half-buil
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from citegraph.graph.build_target import BuildTarget
 from citegraph.graph.schema import SNAPSHOT_SCHEMA_VERSION
-from citegraph.graph.store import RepoStore
+from citegraph.graph.store import RepoStore, process_start
 from citegraph.indexer.errors import CitegraphError
 from citegraph.indexer.extract import EXTRACTOR_VERSION
 
@@ -77,3 +79,22 @@ def mark_ready(rs: RepoStore, entry: dict[str, Any], summary: dict[str, Any], no
     entry.pop("pid", None)
     entry.pop("pid_start", None)
     rs.write_entry(entry)
+
+
+def publish_entry(rs: RepoStore, entry: dict[str, Any], write: Callable[[], dict[str, Any]]) -> None:
+    """The catalog states around writing one snapshot: ``building`` (with this process's
+    pid) before any work; then ``ready`` with the summary ``write`` returns (it wrote and
+    published the file), or ``failed`` with the reason — this process's ``tmp/`` files
+    removed — when it raises (a build, a checkpoint import)."""
+    entry.update(state="building", pid=os.getpid(), pid_start=process_start(os.getpid()), created_at=time.time())
+    rs.write_entry(entry)
+    try:
+        summary = write()
+    except BaseException as exc:
+        entry.update(state="failed", reason=failure_reason(exc), finished_at=time.time())
+        try:
+            rs.write_entry(entry)
+        finally:
+            cleanup_tmp(rs)
+        raise
+    mark_ready(rs, entry, summary, time.time())

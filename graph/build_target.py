@@ -17,9 +17,15 @@ from citegraph.indexer.extract import EXTRACTOR_VERSION
 
 def snapshot_id_for(repository_id: str, commit: str, dirty_fingerprint: str | None,
                     config: IndexConfig) -> str:
+    return snapshot_id_of(repository_id, commit, dirty_fingerprint, config.fingerprint())
+
+
+def snapshot_id_of(repository_id: str, commit: str, dirty_fingerprint: str | None, config_fingerprint: str) -> str:
+    """The snapshot id of a state under this citegraph's extractor and schema versions, from
+    the configuration's fingerprint (a checkpoint's catalog fields carry it)."""
     h = blake3.blake3()
     parts = ("overlay" if dirty_fingerprint else "commit", repository_id, commit,
-             dirty_fingerprint or "", EXTRACTOR_VERSION, config.fingerprint(), str(SNAPSHOT_SCHEMA_VERSION))
+             dirty_fingerprint or "", EXTRACTOR_VERSION, config_fingerprint, str(SNAPSHOT_SCHEMA_VERSION))
     for p in parts:
         h.update(p.encode() + b"\0")
     return "cgsnap_" + h.hexdigest(16)

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import pygit2
 
 from citegraph.graph.snapshot_builder import resolve_target
+from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.graph.store import Home, RepoStore
 from citegraph.indexer import gitrepo
 
@@ -52,6 +53,11 @@ class CurrentState:
     def identity_prefixes(self) -> set[str]:
         """The 16-hex prefixes a ``cgr_`` handle of this repository may carry."""
         return {self.identity.prefix, *(rid[:16] for rid in self.former_ids())}
+
+    def open_snapshot(self) -> Snapshot:
+        """The snapshot this state names, read-only (a checkpoint's state reads it from
+        Parquet: graph/checkpoint_source.py)."""
+        return Snapshot.open(self.store, self.snapshot_id, self.repo)
 
     @property
     def exact_current(self) -> bool:

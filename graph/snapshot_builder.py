@@ -29,14 +29,7 @@ from citegraph.graph import build_inventory as inv
 from citegraph.graph import coverage_summary, edge_resolution, facts_cache
 from citegraph.graph.build_hooks import NO_HOOKS, BuildHooks, BuildStats, checkpoint
 from citegraph.graph.build_inventory import TRANSIENT_REASONS, FileRow
-from citegraph.graph.build_publish import (
-    base_entry,
-    cleanup_tmp,
-    failure_reason,
-    mark_ready,
-    publish_file,
-    tmp_path,
-)
+from citegraph.graph.build_publish import base_entry, publish_entry, publish_file, tmp_path
 from citegraph.graph.build_target import BuildTarget, resolve_target, snapshot_id_for
 from citegraph.graph.delta_plan import Plan, base_symbol_count, plan
 from citegraph.graph.extract_pool import Extracted, Job, default_workers, extract_all, extract_job
@@ -44,7 +37,7 @@ from citegraph.graph.identity import note_clone
 from citegraph.graph.schema import SNAPSHOT_INDEXES, SNAPSHOT_SCHEMA_VERSION
 from citegraph.graph.snapshot_writer import SnapshotWriter, close_snapshot, open_snapshot
 from citegraph.graph.snapshot_writer import connect as writer_connect
-from citegraph.graph.store import Home, RepoStore, process_start
+from citegraph.graph.store import Home, RepoStore
 from citegraph.indexer import gitrepo
 from citegraph.indexer.extract import EXTRACTOR_VERSION
 
@@ -119,19 +112,7 @@ def build_snapshot(repo_path: str | os.PathLike[str], home: Home, rev: str | Non
         if existing and existing["state"] == "ready":
             return _result(target, existing, True, time.perf_counter() - t0, stats)
         entry = base_entry(target)
-        entry.update(state="building", pid=os.getpid(), pid_start=process_start(os.getpid()),
-                     created_at=time.time())
-        rs.write_entry(entry)
-        try:
-            summary = _assemble(target, rs, stats, progress, jobs, pool_context, hooks)
-        except BaseException as exc:
-            entry.update(state="failed", reason=failure_reason(exc), finished_at=time.time())
-            try:
-                rs.write_entry(entry)
-            finally:
-                cleanup_tmp(rs)
-            raise
-        mark_ready(rs, entry, summary, time.time())
+        publish_entry(rs, entry, lambda: _assemble(target, rs, stats, progress, jobs, pool_context, hooks))
         checkpoint("published", stats, hooks)
     return _result(target, entry, False, time.perf_counter() - t0, stats)
 

@@ -98,6 +98,32 @@ class Snapshot:
         snap._aliases = aliases
         return snap
 
+    @classmethod
+    def from_parquet(cls, snapshot_id: str, entry: dict[str, Any], tables: dict[str, Path],
+                     repo: pygit2.Repository | None = None) -> Snapshot:
+        """A snapshot read from the Parquet files of a checkpoint partition (one file per
+        table, its logical rows: graph/checkpoint_snapshots.py), through views of the same
+        names on a private DuckDB connection of one thread (a batch task: memory/batch/)."""
+        con = duckdb.connect(":memory:", config={"threads": 1})
+        try:
+            for t in SNAPSHOT_TABLES:
+                quoted = str(tables[t.name]).replace("'", "''")
+                # The tables evidence queries again and again are read once; the others are
+                # views (most validations never read edges, contents or overrides).
+                what = "TABLE" if t.name in PARQUET_LOADED else "VIEW"
+                con.execute(f"CREATE {what} {t.name} AS SELECT {', '.join(t.names)} FROM read_parquet('{quoted}')")
+            _check_meta(con, "meta", tables["meta"], snapshot_id)
+        except KeyError as exc:
+            con.close()
+            raise _corrupt(snapshot_id, tables.get("meta", "?"), f"no {exc.args[0]} table") from None
+        except duckdb.Error as exc:
+            con.close()
+            raise _corrupt(snapshot_id, tables.get("meta", "?"), str(exc).splitlines()[0]) from None
+        except BaseException:
+            con.close()
+            raise
+        return cls(snapshot_id, entry, con, repo)
+
     def close(self) -> None:
         _release(self.con, getattr(self, "_aliases", []))
 
@@ -144,6 +170,7 @@ class Snapshot:
 
 
 LAYERED_TABLES = ("files", "symbols", "edges", "damage")
+PARQUET_LOADED = ("meta", "files", "symbols", "damage")  # Snapshot.from_parquet
 
 # One in-memory DuckDB instance per process: creating an instance costs ~30 ms, a cursor
 # on it with an ATTACH ~2 ms. Each Snapshot gets its own cursor, unique attach aliases and

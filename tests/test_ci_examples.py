@@ -141,3 +141,49 @@ def test_github_actions_workflow_steps_run_as_written(tmp_path, make_repo):
     assert res["ruleId"] == "citegraph/changed" and "Refunds are negative." in res["message"]["text"]
     assert res["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "pay/charge.py"
     assert "1 stale" in (r.root / "citegraph.md").read_text()
+
+
+def test_checkpoint_workflow_steps_run_as_written_and_a_developer_starts_from_it(tmp_path, make_repo):
+    """examples/github-actions/citegraph-checkpoint.yml: CI indexes and exports on the default
+    branch; a developer's fresh clone and data home import the artifact and are ready."""
+    wf = yaml.safe_load((ROOT / "examples" / "github-actions" / "citegraph-checkpoint.yml").read_text())
+    (job,) = wf["jobs"].values()
+    steps = job["steps"]
+    upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact"))
+    assert upload["with"]["path"] == "citegraph-checkpoint.tar"
+    assert wf[True]["push"]["branches"] == ["main"]  # YAML 1.1 reads `on` as true
+    dev_home = Home.open(tmp_path / "dev-home")
+    r = make_repo("svc", remote="https://github.com/acme/svc.git")
+    r.write("pay/charge.py", SRC)
+    r.commit("c1")
+    index(r, dev_home)
+    cite(dev_home, r, "pay/charge.py::refund", text="Refunds are negative.", topic="refunds")
+    (r.root / ".citegraph").mkdir()
+    p = subprocess.run([str(BIN / "citegraph"), "--home", str(dev_home.root), "publish", "--out",
+                        ".citegraph/memories.jsonl"], cwd=r.root, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    r.commit("publish memories")
+    ci_home = tmp_path / "ci-home"
+    env = {**os.environ, **GIT_ENV, "CITEGRAPH_HOME": str(ci_home),
+           "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    for s in steps:
+        if "run" not in s or s.get("uses") or s["run"].startswith("pip install"):
+            continue
+        p = subprocess.run(["bash", "-c", s["run"]], cwd=r.root, env=env, capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, (s, p.stderr)
+    artifact = r.root / "citegraph-checkpoint.tar"
+    assert artifact.is_file()
+    # The developer: a fresh clone and data home, the documented command.
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(r.root), str(clone)], check=True, env={**os.environ, **GIT_ENV})
+    subprocess.run(["git", "remote", "set-url", "origin", "https://github.com/acme/svc.git"], cwd=clone, check=True)
+    denv = {**env, "CITEGRAPH_HOME": str(tmp_path / "new-home")}
+    p = subprocess.run([str(BIN / "citegraph"), "import", "--parquet", str(artifact)], cwd=clone, env=denv,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    p = subprocess.run([str(BIN / "citegraph"), "status", "--check", "--no-service"], cwd=clone, env=denv,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    p = subprocess.run([str(BIN / "citegraph"), "validate", "--json", "--no-service"], cwd=clone, env=denv,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and json.loads(p.stdout)["freshness_summary"]["fresh"] == 1, p.stdout + p.stderr

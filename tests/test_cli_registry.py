@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from citegraph.cli.main import LAZY_COMMANDS, cli
 
 MODULES = ("index_cmds", "memory_cmds", "brief_cmds", "workset_cmds", "share_cmds", "watch_cmds", "mcp_cmds",
-           "check_cmds", "report_cmds", "agent_cmds", "hook_cmds", "graph_cmds")
+           "check_cmds", "report_cmds", "agent_cmds", "hook_cmds", "graph_cmds", "batch_cmds")
 
 
 def test_lazy_map_matches_the_modules():

@@ -82,7 +82,11 @@ def invocations(w: dict) -> dict[str, list[tuple[list[str], set[int], str]]]:
         "workset show": [(["workset", "show", "w", "--json"], {0}, "doc")],
         "workset delete": [(["workset", "delete", "w", "--json"], {0}, "doc")],
         "publish": [(["publish", "--out", w["pub"], "--json"], {0, 1}, "doc")],
-        "import": [(["import", w["pub"], "--repo", root, "--json"], {0}, "doc")],
+        "export": [(["export", "--parquet", w["ckpt"], "--repo", root, "--json"], {0}, "doc")],
+        "import": [(["import", w["pub"], "--repo", root, "--json"], {0}, "doc"),
+                   (["import", "--parquet", w["ckpt"], "--repo", root, "--json"], {0}, "doc")],
+        "batch validate": [(["batch", "validate", "--parquet", w["ckpt"], "--scheduler", "inline", "--out",
+                             w["batch_out"], "--repo", root, "--json"], {0}, "doc")],
         "import-legacy": [(["import-legacy", w["legacy"], "--json"], {0}, "doc")],
         "hook pre-edit": [(["hook", "pre-edit"], {0}, "doc")],
         "hook session-start": [(["hook", "session-start"], {0}, "doc")],
@@ -113,7 +117,8 @@ def world(make_repo, home, tmp_path):
     legacy = tmp_path / "legacy.jsonl"
     legacy.write_text(json.dumps({"text": "legacy claim", "source_commit": r.head(), "created_at": 1700000000}) + "\n")
     return {"repo": r, "root": str(r.root), "root2": str(r2.root), "mid": mid, "other": other,
-            "pub": str(tmp_path / "pub.jsonl"), "legacy": str(legacy)}
+            "pub": str(tmp_path / "pub.jsonl"), "legacy": str(legacy), "ckpt": str(tmp_path / "ckpt"),
+            "batch_out": str(tmp_path / "batch")}
 
 
 def check_times(doc, where: str) -> None:

@@ -131,7 +131,7 @@ class Scope:
         unique = dict.fromkeys(os.fspath(p) for p in paths)
         return cls([(p, None) for p in unique], at, source or ScanSource())
 
-    def read(self, home: Home, paths: Iterable[str]) -> None:
+    def read(self, home: Home | None, paths: Iterable[str]) -> None:
         """Read the members of ``paths`` not read yet (at most 4 at once)."""
         todo = [p for p in dict.fromkeys(paths) if p not in self.members]
         if len(todo) <= 1:
@@ -146,7 +146,7 @@ class Scope:
         self.read(home, [p for p, _ in self.paths])
         return [self.members[p] for p, _ in self.paths]
 
-    def _read_one(self, home: Home, path: str) -> ScopeMember:
+    def _read_one(self, home: Home | None, path: str) -> ScopeMember:
         try:
             return ScopeMember(path, self.source.read(path, home, self.at))
         except CitegraphError as err:
@@ -226,7 +226,7 @@ class _Route:
 NOT_LOOKED_AT = {"members": 0, "read": 0, "states": 0, "current": False}
 
 
-def plan(home: Home, items: list[MemoryInput], scope: Scope, *, max_citations: int | None = None,
+def plan(home: Home | None, items: list[MemoryInput], scope: Scope, *, max_citations: int | None = None,
          max_repositories: int | None = None, dependency_depth: int = 1) -> Plan:
     """``dependency_depth``: how deep recorded dependencies are checked for advisories
     (1: direct ones, the default; at most 3; 0: not at all)."""
@@ -239,7 +239,7 @@ def plan(home: Home, items: list[MemoryInput], scope: Scope, *, max_citations: i
     return p
 
 
-def _plan(home: Home, items: list[MemoryInput], scope: Scope, *, max_citations: int | None = None,
+def _plan(home: Home | None, items: list[MemoryInput], scope: Scope, *, max_citations: int | None = None,
           max_repositories: int | None = None) -> Plan:
     """Bound, check and route the citations of ``items`` (in their order).
 
@@ -275,7 +275,7 @@ def _plan(home: Home, items: list[MemoryInput], scope: Scope, *, max_citations: 
     # A member whose recorded id is not admitted is still read when one of its former ids
     # (identity history, graph/identity.py) is: its clone answers for those citations.
     to_read = [p for p, rid in scope.paths if rid is None or rid in admitted
-               or any(old in admitted for old in former_ids(home, rid))]
+               or (home is not None and any(old in admitted for old in former_ids(home, rid)))]
     if need_legacy and scope.paths:
         to_read.insert(0, scope.paths[0][0])
     scope.read(home, to_read)
@@ -363,7 +363,7 @@ def _run_group(g: Group, source: StateSource, cache: ObservationCache | None,
     todo = [r for r in rs if r.id not in cached]
     if todo:
         try:
-            with Snapshot.open(cur.store, cur.snapshot_id, cur.repo) as snap:
+            with cur.open_snapshot() as snap:
                 extractor = snap.entry.get("extractor_version", EXTRACTOR_VERSION)
                 todo = _decide_at_handles(snap, todo, extractor, out, fresh)
                 ev = SnapshotEvidence.gather(snap, todo)
@@ -424,7 +424,7 @@ def _with_advisories(cur: CurrentState, rs: list[Receipt], final: list[Observati
     wanted = [(decisions.dependent_of(r, deps, d), d) for r, _ in todo
               for deps in (r.dependencies,) for d in deps if d.get("depth", 1) <= depth]
     try:
-        with Snapshot.open(cur.store, cur.snapshot_id, cur.repo) as snap:
+        with cur.open_snapshot() as snap:
             ev = dependency_evidence(snap, wanted)
     except CitegraphError:
         return final  # an advisory is optional: the outcomes stand without it
@@ -596,11 +596,12 @@ def legacy_verdict(it: MemoryInput, member: ScopeMember | None) -> MemoryVerdict
     return v
 
 
-def validate(home: Home, items: list[MemoryInput], scope: Scope, *, cache: ObservationCache | None = None,
+def validate(home: Home | None, items: list[MemoryInput], scope: Scope, *, cache: ObservationCache | None = None,
              max_citations: int | None = None, max_repositories: int | None = None,
              dependency_depth: int = 1) -> ValidationReport:
     """plan → run → aggregate: every citation of ``items`` against the scope's exact-current
-    snapshots."""
+    snapshots. ``home`` is where scope members and identity histories are read; None when
+    the scope's source needs none (a checkpoint partition: memory/batch/partition.py)."""
     p = plan(home, items, scope, max_citations=max_citations, max_repositories=max_repositories,
              dependency_depth=dependency_depth)
     return aggregate(p, run(p, cache=cache))

@@ -214,7 +214,7 @@ def publish(home: Home, out: str, project: str | None = None) -> PublishReport:
         report.published.append(m.id)
     header = {"type": "header", "format": FORMAT, "format_version": FORMAT_VERSION,
               "exported_at": round(time.time(), 3), "project": project, "memories": len(records),
-              "generator": f"citegraph {_version()}"}
+              "generator": f"citegraph {citegraph_version()}"}
     data = b"\n".join([_line(header).encode("utf-8"), *records]) + b"\n"
     if out == "-":
         sys.stdout.buffer.write(data)
@@ -224,7 +224,7 @@ def publish(home: Home, out: str, project: str | None = None) -> PublishReport:
     return report
 
 
-def _version() -> str:
+def citegraph_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -352,22 +352,28 @@ def read_file(file: str) -> tuple[str, int | None, list[tuple[int, dict[str, Any
     for n, rec in parsed[1:]:
         if not isinstance(rec, dict) or rec.get("type") != "memory":
             raise _bad(file, n, "not a memory record")
-        problem = record_problem(rec)
-        if problem:
-            mid = rec["id"] if MEMORY_ID_RE.fullmatch(str(rec.get("id"))) else shown(rec.get("id", "?"))
-            raise _bad(file, n, f"memory {mid}: {problem[1]}")
-        if rec["kind"] != "durable":
-            raise _bad(file, n, f"memory {rec['id']}: only durable memories are published")
-        key = (rec["project"], rec["topic"])
-        if key in seen:
-            raise _bad(file, n, f"memory {rec['id']}: {rec['project']}/{rec['topic']} appears twice")
-        seen.add(key)
+        check_record(file, n, rec, seen)
         records.append((n, rec))
     expected = first.get("memories")
     if isinstance(expected, int) and expected != len(records):
         raise _bad(file, None, f"header announces {shown(expected)} memories, the file holds {len(records)} "
                                "(truncated?)")
     return FORMAT, version, records
+
+
+def check_record(file: str, n: int, rec: dict[str, Any], seen: set[tuple[str, str]]) -> None:
+    """The publish rules for one record of an import (``file`` line or row ``n``), and one
+    record per (project, topic) in ``seen``; raises naming the record."""
+    problem = record_problem(rec)
+    if problem:
+        mid = rec["id"] if MEMORY_ID_RE.fullmatch(str(rec.get("id"))) else shown(rec.get("id", "?"))
+        raise _bad(file, n, f"memory {mid}: {problem[1]}")
+    if rec["kind"] != "durable":
+        raise _bad(file, n, f"memory {rec['id']}: only durable memories are published")
+    key = (rec["project"], rec["topic"])
+    if key in seen:
+        raise _bad(file, n, f"memory {rec['id']}: {rec['project']}/{rec['topic']} appears twice")
+    seen.add(key)
 
 
 def verify_records(home: Home, file: str, records: list[tuple[int, dict[str, Any]]],
@@ -395,8 +401,15 @@ def import_file(home: Home, file: str, repos: list[str] | None = None) -> Import
     fmt, version, records = read_file(file)
     report = ImportReport(file, fmt, version)
     verify_records(home, file, records, repos, report)
+    load_records(home, [rec for _n, rec in records], report)
+    return report
+
+
+def load_records(home: Home, records: list[dict[str, Any]], report: ImportReport) -> None:
+    """Load checked records in one transaction, each as a revision of its (project, topic)
+    memory (docs/publish.md "Loading"): imported, updated, unchanged or kept local."""
     with MemoryStore.open(home) as store, one_transaction(store) as ms:
-        for _n, rec in records:
+        for rec in records:
             receipts = [Receipt(**c) for c in rec["citations"]]
             mid = memory_id_for(rec["project"], rec["topic"])
             cur = ms.get(mid)
@@ -416,4 +429,3 @@ def import_file(home: Home, file: str, repos: list[str] | None = None) -> Import
                         session_id=rec.get("session_id"), source_commit=rec.get("source_commit"),
                         supersedes=supersedes, legacy=bool(rec.get("legacy")), now=ts)
             (report.updated if cur is not None else report.imported).append(mid)
-    return report

@@ -94,23 +94,29 @@ def loads(text: str, max_depth: int) -> Any:
     return value
 
 
+_NAME = object()  # "the string is a field name" (its place is worded only when it is reported)
+_TOP = object()
+
+
 def lone_surrogate(value: Any) -> str | None:
     """Where a string inside ``value`` holds a lone surrogate (not valid Unicode), or None."""
-    stack: list[tuple[str, Any]] = [("", value)]
+    stack: list[tuple[Any, Any]] = [(_TOP, value)]  # (the field a value is under, the value)
     while stack:
-        where, v = stack.pop()
+        key, v = stack.pop()
         if isinstance(v, str):
             if not v.isascii():
                 try:
                     v.encode("utf-8")
                 except UnicodeEncodeError as exc:
-                    return f"{where or 'a string'} holds a lone surrogate (U+{ord(v[exc.start]):04X})"
+                    where = "a string" if key is _TOP else "a field name" if key is _NAME else \
+                        f"field {shown(key)}" if isinstance(key, str) else "a field"
+                    return f"{where} holds a lone surrogate (U+{ord(v[exc.start]):04X})"
         elif isinstance(v, dict):
             for k, item in v.items():
-                stack.append(("a field name", k))
-                stack.append((f"field {shown(k)}" if isinstance(k, str) else "a field", item))
+                stack.append((_NAME, k))
+                stack.append((k, item))
         elif isinstance(v, list):
-            stack.extend((where, item) for item in v)
+            stack.extend((key, item) for item in v)
     return None
 
 

@@ -1,0 +1,1 @@
+"""Batch validation of checkpoints across many repositories (docs/checkpoints.md)."""
