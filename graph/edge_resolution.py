@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import os
 import posixpath
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -79,15 +80,13 @@ def write_resolution(con: duckdb.DuckDBPyConnection, base_path: str | os.PathLik
             _register_imports(con, _mapping(con, None))
             _resolve(con, "_u_edges")
         else:
-            _register_imports(con, _delta_mapping(con, alias))
+            _delta_mapping(con, alias)
             _affected(con, alias)
             _resolve(con, "_aff_edges")  # layered: readers lay these rows over the base's
         con.execute("INSERT INTO main.import_targets SELECT * FROM _imports")
         return int(con.execute("SELECT count(*) FROM main.resolved_edges").fetchall()[0][0])
     finally:
-        with contextlib.suppress(duckdb.Error):
-            con.unregister("_imports")
-        for name in (*STEP_TABLES, "_aff_edges", "_aff_names", "_aff_files"):
+        for name in (*STEP_TABLES, "_imports", "_aff_edges", "_aff_named", "_aff_names", "_aff_files"):
             with contextlib.suppress(duckdb.Error):
                 con.execute(f"DROP TABLE IF EXISTS {name}")
         for t in ("symbols", "edges", "files"):
@@ -108,15 +107,24 @@ def _resolve(con: duckdb.DuckDBPyConnection, edges: str) -> None:
 
 Mapping = dict[str, list]  # columns path, target, target_path, item
 
+UNION_SOURCE_FILES = "SELECT path, language FROM _u_files WHERE language IS NOT NULL"
+# File-name stems an import can name without spelling them (a package's ``__init__``, a
+# directory's ``index``, Rust's ``mod``/``lib``/``main`` and a crate's ``src.rs``).
+IMPLIED_STEMS = ("__init__", "index", "mod", "lib", "main")
+_TOKEN = re.compile(r"[^./:]+")
 
-def _mapping(con: duckdb.DuckDBPyConnection, only: str | None, files_sql: str = "SELECT path, language FROM "
-             "_u_files WHERE language IS NOT NULL") -> Mapping:
+
+def _mapping(con: duckdb.DuckDBPyConnection, only: str | None, files_sql: str = UNION_SOURCE_FILES) -> Mapping:
     """The import mapping of the union's import edges (of the files ``only`` selects, or
     all), against the paths ``files_sql`` lists."""
-    index = FileIndex(con.execute(files_sql).fetchall())
     where = f" AND e.path IN ({only})" if only else ""
     imports = con.execute("SELECT DISTINCT e.path, f.language, e.target FROM _u_edges e JOIN _u_files f "
                           f"ON f.path = e.path WHERE e.kind = 'imports'{where} ORDER BY ALL").fetchall()
+    index = FileIndex(con.execute(files_sql + " ORDER BY path").fetchall())
+    return _map_imports(index, imports)
+
+
+def _map_imports(index: FileIndex, imports: list[tuple[str, str, str]]) -> Mapping:
     cols: Mapping = {"path": [], "target": [], "target_path": [], "item": []}
     for path, lang, target in imports:
         for tp, item in import_files(index, path, lang, target):
@@ -125,39 +133,58 @@ def _mapping(con: duckdb.DuckDBPyConnection, only: str | None, files_sql: str = 
     return cols
 
 
-def _delta_mapping(con: duckdb.DuckDBPyConnection, base: str) -> Mapping:
-    """The union's import mapping, for a delta: the base's rows for the unchanged files and
-    new rows for the changed ones — or, when paths were added or removed (the mapping of
-    any file may change), computed anew; ``_aff_files`` then lists the unchanged files
-    whose mapping changed."""
+def _changed_mapping(con: duckdb.DuckDBPyConnection) -> Mapping:
+    """The import mapping of the changed paths' import edges, against an index of only the
+    union's files those imports could name — not every path of the repository.
+
+    Every lookup ``import_files`` makes is a path whose file-name stem is a token of the
+    import's target, of the importing path, or implied (``IMPLIED_STEMS``), or a file of a
+    directory named like a token of the target (packages: Go, Java, namespace packages).
+    Every file a lookup can return, and every directory it counts, is in that subset, so
+    the mapping equals the one over all paths (tests/test_incremental.py compares them)."""
+    imports = con.execute("SELECT DISTINCT e.path, f.language, e.target FROM main.edges e JOIN main.files f "
+                          "ON f.path = e.path WHERE e.kind = 'imports' ORDER BY ALL").fetchall()
+    if not imports:
+        return _map_imports(FileIndex(()), [])
+    targets = sorted({t for _p, _l, target in imports for t in _TOKEN.findall(target)})
+    stems = sorted({*targets, *IMPLIED_STEMS, *(t for path, _l, _t in imports for t in _TOKEN.findall(path))})
+    rows = con.execute(UNION_SOURCE_FILES + " AND (split_part(ltrim(parse_filename(path), '.'), '.', 1) "
+                       "IN (SELECT unnest($stems)) OR parse_filename(parse_dirpath(path)) IN "
+                       "(SELECT unnest($dirs))) ORDER BY path", {"stems": stems, "dirs": targets}).fetchall()
+    return _map_imports(FileIndex(rows), imports)
+
+
+def _delta_mapping(con: duckdb.DuckDBPyConnection, base: str) -> None:
+    """Register ``_imports``, the union's import mapping, for a delta: the base's rows for
+    the unchanged files and new rows for the changed ones — or, when paths were added or
+    removed (the mapping of any file may change), computed anew; ``_aff_files`` then lists
+    the unchanged files whose mapping changed."""
     files_changed = con.execute(f"""SELECT EXISTS (SELECT 1 FROM main.files f WHERE NOT EXISTS
             (SELECT 1 FROM {base}.files b WHERE b.path = f.path))
         OR EXISTS (SELECT 1 FROM {base}.files b SEMI JOIN main.overrides o ON o.path = b.path
             WHERE NOT EXISTS (SELECT 1 FROM main.files f WHERE f.path = b.path))""").fetchall()[0][0]
     if files_changed:
-        cols = _mapping(con, None)
-        con.register("_new_map", pa.table({k: pa.array(v, pa.string()) for k, v in cols.items()}))
-        try:
-            con.execute(f"""CREATE OR REPLACE TEMP TABLE _aff_files AS
-                SELECT DISTINCT path FROM (
-                  (SELECT * FROM _new_map EXCEPT SELECT * FROM {base}.import_targets)
-                  UNION ALL (SELECT * FROM {base}.import_targets EXCEPT SELECT * FROM _new_map))
-                WHERE path NOT IN (SELECT path FROM main.overrides)""")
-        finally:
-            con.unregister("_new_map")
-        return cols
+        _register_imports(con, _mapping(con, None))
+        con.execute(f"""CREATE OR REPLACE TEMP TABLE _aff_files AS
+            SELECT DISTINCT path FROM (
+              (SELECT * FROM _imports EXCEPT SELECT * FROM {base}.import_targets)
+              UNION ALL (SELECT * FROM {base}.import_targets EXCEPT SELECT * FROM _imports))
+            WHERE path NOT IN (SELECT path FROM main.overrides)""")
+        return
     con.execute("CREATE OR REPLACE TEMP TABLE _aff_files AS SELECT ''::VARCHAR AS path WHERE false")
-    own = _mapping(con, "SELECT path FROM main.overrides")
-    kept = con.execute(f"SELECT path, target, target_path, item FROM {base}.import_targets x WHERE NOT EXISTS "
-                       "(SELECT 1 FROM main.overrides o WHERE o.path = x.path)").fetchall()
-    for row in kept:
-        for c, v in zip(own, row, strict=True):
-            own[c].append(v)
-    return own
+    # The unchanged files' rows stay in the database (copied by SQL, never through Python).
+    _register_imports(con, _changed_mapping(con), kept=f"SELECT path, target, target_path, item FROM "
+                      f"{base}.import_targets x WHERE NOT EXISTS (SELECT 1 FROM main.overrides o WHERE o.path = x.path)")
 
 
-def _register_imports(con: duckdb.DuckDBPyConnection, cols: Mapping) -> None:
-    con.register("_imports", pa.table({k: pa.array(v, pa.string()) for k, v in cols.items()}))
+def _register_imports(con: duckdb.DuckDBPyConnection, cols: Mapping, kept: str | None = None) -> None:
+    """``_imports``: the mapping's rows (and the ``kept`` query's), as one temp table."""
+    con.register("_imports_new", pa.table({k: pa.array(v, pa.string()) for k, v in cols.items()}))
+    try:
+        con.execute("CREATE OR REPLACE TEMP TABLE _imports AS SELECT * FROM _imports_new"
+                    + (f" UNION ALL {kept}" if kept else ""))
+    finally:
+        con.unregister("_imports_new")
 
 
 def _affected(con: duckdb.DuckDBPyConnection, base: str) -> None:
@@ -184,6 +211,13 @@ def _affected(con: duckdb.DuckDBPyConnection, base: str) -> None:
                 WHERE s.kind IN {types})
         GROUP BY ALL"""
     args = {"fam": family.format(l="language"), "callable": _kinds(CALLABLE), "types": _kinds(TYPES)}
+    # The edges named like a changed symbol are found first (one pass over the union's
+    # edges, no join); the conditions then join only those, and the changed paths' edges.
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE _aff_named AS
+        SELECT * FROM (SELECT e.path, e.source_handle, e.kind, e.target, e.line, e.blob_id,
+                         regexp_extract(e.target, '([^.:]+)$', 1) AS name
+                       FROM _u_edges e WHERE e.kind IN {_kinds(RESOLVED_KINDS[:3])})
+        WHERE name IN (SELECT name FROM _aff_names)""")
     con.execute(f"""CREATE OR REPLACE TEMP TABLE _aff_edges AS
         WITH before AS ({uniq.format(src=f"{base}.symbols", **args)}),
         after AS ({uniq.format(src="_u_symbols", **args)}),
@@ -193,17 +227,16 @@ def _affected(con: duckdb.DuckDBPyConnection, base: str) -> None:
         importers AS (SELECT path FROM _imports WHERE target_path IN (SELECT path FROM main.overrides)
           UNION SELECT path FROM {base}.import_targets WHERE target_path IN (SELECT path FROM main.overrides)),
         dirs AS (SELECT DISTINCT parse_dirpath(path) AS d FROM main.overrides),
-        e AS (SELECT e.*, CASE WHEN e.kind = 'imports' THEN NULL
-                               ELSE regexp_extract(e.target, '([^.:]+)$', 1) END AS name
-              FROM _u_edges e WHERE e.kind IN {_kinds(RESOLVED_KINDS)})
-        SELECT e.path, e.source_handle, e.kind, e.target, e.line, e.blob_id FROM e LEFT JOIN _u_files f
-          ON f.path = e.path
-        WHERE e.path IN (SELECT path FROM main.overrides) OR e.path IN (SELECT path FROM _aff_files)
-          OR (e.kind = 'imports' AND e.path IN (SELECT path FROM importers))
-          OR (e.name IN (SELECT name FROM _aff_names) AND (
-                e.path IN (SELECT path FROM importers)
-                OR e.name IN (SELECT name FROM moved)
-                OR (f.language IN {_kinds(PACKAGE_IS_DIRECTORY)} AND parse_dirpath(e.path) IN (SELECT d FROM dirs))))""")
+        own AS (SELECT path FROM main.overrides UNION SELECT path FROM _aff_files)
+        SELECT e.path, e.source_handle, e.kind, e.target, e.line, e.blob_id FROM _u_edges e
+          WHERE e.kind IN {_kinds(RESOLVED_KINDS)} AND (e.path IN (SELECT path FROM own)
+            OR (e.kind = 'imports' AND e.path IN (SELECT path FROM importers)))
+        UNION ALL
+        SELECT e.path, e.source_handle, e.kind, e.target, e.line, e.blob_id FROM _aff_named e
+          LEFT JOIN _u_files f ON f.path = e.path
+          WHERE e.path NOT IN (SELECT path FROM own) AND (e.path IN (SELECT path FROM importers)
+            OR e.name IN (SELECT name FROM moved) OR (f.language IN {_kinds(PACKAGE_IS_DIRECTORY)}
+              AND parse_dirpath(e.path) IN (SELECT d FROM dirs)))""")
 
 
 class FileIndex:

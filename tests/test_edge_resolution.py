@@ -14,9 +14,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import duckdb
 import pytest
 from gitutil import GitRepo
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
+from citegraph.graph import edge_resolution
 from citegraph.graph.edge_resolution import FileIndex, import_files
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.snapshot_reader import Snapshot
@@ -236,3 +240,51 @@ def test_import_targets_map_to_files(language, path, target, want):
         ("pkg/b/b.go", "go"), ("crates/ruff_y/src/lib.rs", "rust"), ("crates/ruff_y/src/a.rs", "rust"),
         ("crates/ruff_x/src/lib.rs", "rust"), ("src/com/y/C.java", "java")]])
     assert [p for p, _ in import_files(index, path, language, target)] == want
+
+
+# --- a delta maps its imports against only the files they could name --------------------
+
+SEGMENTS = ("src", "lib", "mod", "main", "index", "__init__", "pkg", "a", "b", "ruff-y", "ruff_y", "com", ".x")
+EXTS = {"python": (".py",), "typescript": (".ts", ".d.ts", ".tsx", ".js"), "go": (".go",), "rust": (".rs",),
+        "java": (".java",)}
+SEPS = {"python": ".", "typescript": "/", "go": "/", "rust": "::", "java": "."}
+
+
+@st.composite
+def file_sets_and_imports(draw):
+    lang = draw(st.sampled_from(sorted(EXTS)))
+    paths = draw(st.lists(st.tuples(st.lists(st.sampled_from(SEGMENTS), min_size=0, max_size=3),
+                                    st.sampled_from(SEGMENTS), st.sampled_from(EXTS[lang])),
+                          min_size=1, max_size=25))
+    files = sorted({("/".join([*dirs, stem + ext]), lang) for dirs, stem, ext in paths})
+    importer = draw(st.sampled_from(files))[0]
+    heads = {"python": ("", ".", ".."), "typescript": ("./", "../", ""), "go": ("example.com/",),
+             "rust": ("crate::", "self::", "super::", ""), "java": ("",)}[lang]
+    words = st.lists(st.sampled_from([*SEGMENTS, "nothing", "Item"]), min_size=0, max_size=3)
+    targets = draw(st.lists(st.builds(lambda h, w: h + SEPS[lang].join(w), st.sampled_from(heads), words),
+                            min_size=1, max_size=4))
+    return lang, files, importer, sorted(set(targets))
+
+
+@given(file_sets_and_imports())
+@example(("python", [("pkg/__init__.py", "python"), ("pkg/x.py", "python")], "pkg/x.py", ["."]))
+@example(("typescript", [("a/index.ts", "typescript"), ("a/x.ts", "typescript")], "a/x.ts", ["./"]))
+@example(("rust", [("src/main.rs", "rust"), ("src/x.rs", "rust")], "src/x.rs", ["crate::Item"]))
+@example(("rust", [("src/a/mod.rs", "rust"), ("src/a.rs", "rust")], "src/a.rs", ["self::Item"]))
+@example(("rust", [("b/src/lib.rs", "rust"), ("src/a.rs", "rust")], "src/a.rs", ["b::Item"]))
+@settings(max_examples=200, deadline=None)
+def test_a_deltas_import_mapping_equals_the_mapping_over_every_file(case):
+    """``_changed_mapping`` indexes only the union's files an import could name (by
+    file-name stem and directory name); its mapping must equal the one over every file."""
+    lang, files, importer, targets = case
+    con = duckdb.connect()
+    con.execute("CREATE TABLE files(path VARCHAR, language VARCHAR)")
+    con.execute("CREATE TABLE edges(path VARCHAR, kind VARCHAR, target VARCHAR)")
+    con.executemany("INSERT INTO files VALUES (?, ?)", files)  # a test fixture of a few rows
+    con.executemany("INSERT INTO edges VALUES (?, 'imports', ?)", [(importer, t) for t in targets])
+    con.execute("CREATE VIEW _u_files AS SELECT * FROM files")
+    whole = FileIndex(files)
+    want = {(importer, t, tp, item) for t in targets for tp, item in import_files(whole, importer, lang, t)}
+    cols = edge_resolution._changed_mapping(con)
+    got = set(zip(cols["path"], cols["target"], cols["target_path"], cols["item"], strict=True))
+    assert got == want
