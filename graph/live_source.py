@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+from citegraph.graph.build_target import resolve_target
 from citegraph.graph.current import CurrentState
 from citegraph.graph.live_state import LiveRepo, LiveView, SyncFailed
-from citegraph.graph.snapshot_builder import resolve_target
 from citegraph.graph.store import Home
 from citegraph.indexer import gitrepo
 

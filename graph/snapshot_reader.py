@@ -14,7 +14,6 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pygit2
 
@@ -227,6 +226,8 @@ def _open_own(con: duckdb.DuckDBPyConnection, rs: RepoStore, entry: dict[str, An
 def read_parquet_tables(path: Path, snapshot_id: str) -> dict[str, pa.Table]:
     """The tables of a Parquet delta (graph/schema.py: a ``tbl`` column, the union of
     every table's columns), each typed by its column spec."""
+    import pyarrow.compute as pc  # here, not at the top: most reads never open a Parquet delta
+
     try:
         whole = pq.read_table(path)
         tables = {}
