@@ -8,12 +8,25 @@ ran for minutes before), not performance assertions."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
+import signal
+import tempfile
+from pathlib import Path
 
+import pathspec
 import pytest
+from gitutil import GitRepo
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from service_helpers import js, needs_service, wait_exact
 
-from citegraph.indexer.config import parse_config
+from citegraph.graph import queries
+from citegraph.graph.snapshot_builder import build_snapshot
+from citegraph.graph.store import Home
+from citegraph.indexer.config import KEYS, MAX_FILE_BYTES, MAX_TIMEOUT_S, parse_config
+from citegraph.indexer.errors import CitegraphError
 
 BOUND_S = 60  # a hang, not a speed: each call takes about a second
 LONG_NAME = "a" * 60 + ".py"
@@ -106,3 +119,119 @@ def test_a_served_validate_of_another_repository_is_not_blocked(make_repo, run_c
 def client_alive(run_cli, good) -> bool:
     st = js(run_cli("status", "--json", str(good.root), timeout=BOUND_S))
     return st["service"]["used"] is True
+
+
+# --- generated documents (acceptance 3): a clear error or a correct index, bounded ---------------
+
+HANG_S = 30  # a bound on a hang, far above the milliseconds each example takes
+FILES = ["src/a.py", "tests/t.py", "docs/x/y.py", "src/" + LONG_NAME, "b/ab.py", "node_modules/m.py"]
+GLOB = st.text(alphabet="ab*?/[]!\\-.#", min_size=1, max_size=12)
+PATHOLOGICAL = st.integers(1, 40).map(lambda n: "a*" * n + "b")
+
+
+@contextlib.contextmanager
+def bounded(seconds: int = HANG_S):
+    """Fail (rather than hang the suite) if the body runs past ``seconds``."""
+    def expire(_signum, _frame):
+        raise AssertionError(f"no answer within {seconds}s: a hang")
+
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return "nan" if math.isnan(v) else ("inf" if v == math.inf else "-inf" if v == -math.inf else repr(v))
+    if isinstance(v, str):
+        return json.dumps(v)  # JSON escapes are TOML's (a lone surrogate is a TOML error: fine)
+    if isinstance(v, list):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    return str(v)
+
+
+values = st.one_of(
+    st.integers(min_value=-(10 ** 30), max_value=10 ** 30), st.integers(0, 1 << 21),
+    st.floats(allow_nan=True, allow_infinity=True), st.booleans(), st.text(max_size=8),
+    st.lists(st.one_of(GLOB, PATHOLOGICAL), max_size=6), st.lists(st.integers(), max_size=3),
+)
+documents = st.one_of(
+    st.dictionaries(st.sampled_from([*KEYS, "excludes", "index"]), values, max_size=3).map(
+        lambda d: "[index]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in d.items())),
+    st.tuples(st.sampled_from(["[index]\nexclude = ", "x = ", "[index]\nmax_file_bytes = "]),
+              st.integers(1, 6000), st.sampled_from(["[", "{a="])).map(
+        lambda t: t[0] + t[2] * t[1] + ("]" if t[2] == "[" else "}") * t[1] + "\n"),
+    st.text(max_size=200).map(lambda s: "[index]\n" + s),
+)
+
+
+def check_answer(doc: str):
+    """parse_config's answer to ``doc``: a valid configuration or one clear error line."""
+    try:
+        cfg = parse_config(doc.encode("utf-8", "surrogatepass"))
+    except CitegraphError as err:
+        line = err.line()
+        assert err.code == 2 and "\n" not in line and line.startswith("citegraph: .citegraph.toml")
+        assert not any(not c.isprintable() for c in line), repr(line)  # a hostile value is shown escaped
+        return None
+    assert type(cfg.max_file_bytes) is int and 1 <= cfg.max_file_bytes <= MAX_FILE_BYTES
+    assert type(cfg.parse_timeout_s) is float and math.isfinite(cfg.parse_timeout_s)
+    assert 0 < cfg.parse_timeout_s <= MAX_TIMEOUT_S
+    assert all(isinstance(p, str) for p in cfg.exclude)
+    return cfg
+
+
+@given(documents)
+def test_generated_documents_are_a_config_or_one_clear_error(doc):
+    with bounded():
+        cfg = check_answer(doc)
+        if cfg is not None:
+            for path in FILES:
+                cfg.excluded(path)
+
+
+@given(st.lists(GLOB, min_size=1, max_size=5), st.lists(st.text(alphabet="ab/.-", min_size=1, max_size=10),
+                                                         min_size=1, max_size=8))
+def test_re2_matches_what_pythons_re_matches(patterns, paths):
+    """The engine changed, not the semantics: on inputs too short to backtrack badly, RE2's
+    answers equal pathspec's Python-re backend's."""
+    try:
+        cfg = parse_config(("[index]\nexclude = " + toml_value(patterns) + "\n").encode())
+    except CitegraphError:
+        return  # an invalid pattern: one clear error (checked above)
+    reference = pathspec.GitIgnoreSpec.from_lines(cfg.exclude, backend="simple")
+    for path in paths:
+        assert cfg.excluded(path) == reference.match_file(path), (patterns, path)
+
+
+@settings(max_examples=max(3, settings.default.max_examples // 5))
+@given(documents)
+def test_a_committed_generated_config_indexes_correctly_or_errs(doc):
+    """In a real repository with the document committed: the build is one clear error, or
+    a ready snapshot holding exactly the files the configuration does not exclude."""
+    with tempfile.TemporaryDirectory() as tmp, bounded(2 * HANG_S):
+        repo, home = GitRepo(Path(tmp) / "repo"), Home.open(Path(tmp) / "home")
+        for path in FILES:
+            repo.write(path, "def f():\n    return 1\n")
+        repo.write(".citegraph.toml", doc.encode("utf-8", "surrogatepass"))
+        repo.commit("generated config")
+        cfg = check_answer(doc)
+        try:
+            res = build_snapshot(repo.root, home, jobs=1)
+        except CitegraphError as err:
+            assert cfg is None and err.code == 2, err.line()
+            return
+        assert cfg is not None and res.state == "ready"
+        rows = queries.find_symbols(str(repo.root), home, "f", 100, cwd=str(repo.root))
+        found = {r["path"] for r in rows}
+        size = len("def f():\n    return 1\n")
+        expected = {p for p in FILES if not cfg.excluded(p)} if size <= cfg.max_file_bytes else set()
+        assert found <= expected
+        if cfg.parse_timeout_s >= 1:  # a shorter bound may honestly skip a parse (skipped/timeout)
+            assert found == expected
