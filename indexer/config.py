@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 import os
 import tomllib
+import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -57,7 +59,7 @@ class IndexConfig:
     def _spec(self) -> pathspec.PathSpec:
         # RE2 (google-re2) matches in time linear in the path: a pattern such as
         # ``a*a*…a*b`` would backtrack exponentially under Python's ``re`` (issue 20).
-        return pathspec.GitIgnoreSpec.from_lines(self.exclude, backend="re2")
+        return compile_spec(self.exclude)
 
     def excluded(self, path: str) -> bool:
         """Is the repository-relative ``path`` excluded (gitignore semantics)?"""
@@ -66,6 +68,15 @@ class IndexConfig:
     def __getstate__(self) -> dict[str, Any]:
         # the compiled RE2 set does not pickle; it is rebuilt on first use
         return {k: v for k, v in self.__dict__.items() if k != "_spec"}
+
+
+def compile_spec(patterns: Iterable[str]) -> pathspec.PathSpec:
+    """The gitignore matcher of ``patterns`` on RE2. pathspec also compiles each pattern
+    with Python's ``re`` (never used to match here), whose FutureWarning about a possible
+    nested set (``[[``) would be a stray stderr line for a legal pattern."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        return pathspec.GitIgnoreSpec.from_lines(patterns, backend="re2")
 
 
 def _shown(value: Any) -> str:
@@ -106,7 +117,7 @@ def _patterns(origin: str, value: Any) -> tuple[str, ...]:
         if len(pat) > MAX_PATTERN_CHARS:
             raise _bad(origin, "exclude", pat, f"a pattern is at most {MAX_PATTERN_CHARS} characters")
         try:
-            pathspec.GitIgnoreSpec.from_lines([pat], backend="re2")
+            compile_spec([pat])
         except Exception as exc:  # noqa: BLE001 - pathspec, re and re2 each raise their own kind
             raise _bad(origin, "exclude", pat, f"not a valid gitignore pattern ({_shown(str(exc))})") from None
     return tuple(value)
