@@ -11,8 +11,11 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import signal
+import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pathspec
@@ -21,6 +24,7 @@ from gitutil import GitRepo
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from service_helpers import js, needs_service, wait_exact
+from stall_launcher import stalled_argv
 
 from citegraph.graph import queries
 from citegraph.graph.snapshot_builder import build_snapshot
@@ -114,6 +118,40 @@ def test_a_served_validate_of_another_repository_is_not_blocked(make_repo, run_c
     st = run_cli("status", "--json", str(bad.root), timeout=BOUND_S)
     assert "Traceback" not in st.stderr, st.stderr
     assert client_alive(run_cli, good)
+
+
+@needs_service
+def test_a_stalled_build_holds_its_own_lane_only(make_repo, run_cli, home, tmp_path):
+    """Under ``serve``, a repository whose build hangs (stalled for a minute at extraction,
+    tests/stall_launcher.py) does not hold up another repository: that one is built in its
+    own lane and a validate through the service answers fresh."""
+    slow, good = make_repo("slowrepo"), make_repo("goodrepo")
+    slow.write("src/a.py", PY)
+    slow.commit("c1")
+    good.write("a.py", PY)
+    c1 = good.commit("c1")
+    marker, log = tmp_path / "stalled", tmp_path / "serve.log"
+    env = {**os.environ, "CITEGRAPH_HOME": str(home.root)}
+    with open(log, "w") as err:
+        p = subprocess.Popen(stalled_argv("extract@slowrepo", marker, 60, "serve", "--debounce-ms", "10",
+                                          str(slow.root), str(good.root)),
+                             env=env, stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        deadline = time.monotonic() + BOUND_S
+        while not marker.exists():
+            assert p.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        st = wait_exact(run_cli, good.root, c1, False)  # while the slow build still stalls
+        assert st["service"]["used"] is True and p.poll() is None
+        js(run_cli("remember", "--text", "f returns one", "--repo", str(good.root), "--code-ref", "a.py::f",
+                   "--json", timeout=BOUND_S))
+        via = js(run_cli("validate", "--format", "json", "--repo", str(good.root), timeout=BOUND_S))
+        assert [m["freshness"] for m in via["memories"]] == ["fresh"]
+        slow_st = js(run_cli("status", "--json", str(slow.root), timeout=BOUND_S))
+        assert not slow_st["exact_current"]  # still stalled: never reported ready
+    finally:
+        p.kill()
+        p.wait(BOUND_S)
 
 
 def client_alive(run_cli, good) -> bool:
