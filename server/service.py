@@ -38,6 +38,7 @@ from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.store import Home, atomic_write_json, process_start
 from citegraph.indexer import gitrepo
 from citegraph.indexer.errors import CitegraphError
+from citegraph.memory.escape import visible
 from citegraph.schemas import iso_time, to_output
 from citegraph.server.locator import read_record, service_dir, socket_path
 
@@ -70,7 +71,7 @@ class Logger:
         if self.as_json:
             line = json.dumps(to_output({"event": event, **data, "at": iso_time(time.time())}), default=str)
         else:
-            line = f"citegraph {self.name}: {text}"
+            line = f"citegraph {self.name}: {visible(text)}"  # paths are data: controls shown, never obeyed
         with self.lock:
             try:
                 self.stream.write(line + "\n")
