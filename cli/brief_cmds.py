@@ -54,14 +54,20 @@ def brief(ctx: click.Context, task: str, project: str | None, workset: str | Non
             "repo_paths": None if workset else ([abspath(r) for r in repos] or [abspath(".")])}
     served = via_service(ctx, "brief", args, no_service=no_service)
     if served is not None:
-        click.echo(served["json_text"]) if as_json else echo(served["text"])
+        if as_json:
+            click.echo(served["json_text"])
+        else:
+            echo(served["text"])
         return
     from citegraph.memory import api
 
     res = api.brief(get_home(ctx), task, project=project, workset=workset, code_refs=list(refs),
                     budget_tokens=budget_tokens, repo_paths=list(repos) or None, cwd=os.getcwd(),
                     dependency_depth=dependency_depth)
-    click.echo(res.json_text) if as_json else echo(res.text)
+    if as_json:
+        click.echo(res.json_text)
+    else:
+        echo(res.text)
 
 
 @outputs("import-legacy")
