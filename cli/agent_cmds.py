@@ -18,6 +18,7 @@ from citegraph.cli.common import (
     outputs,
     via_service,
 )
+from citegraph.cli.conventions import echo
 
 # The heavy layers are imported inside the commands: a read answered by the resident
 # service needs none of them.
@@ -58,21 +59,21 @@ def cited(ctx: click.Context, refs: tuple[str, ...], repo: str, limit: int, incl
         for t in data["refs"]:
             extra = f" {t['handle']}" if t["handle"] else ""
             note = f" ({t['note']})" if t["note"] else ""
-            click.echo(f"{t['locator']}{extra}{note}")
+            echo(f"{t['locator']}{extra}{note}")
         for m in data["memories"]:
             reason = f" ({m['reason']})" if m["reason"] and m["freshness"] != "fresh" else ""
-            click.echo(f"{m['id']} {m['kind']} {m['project']}/{m['topic']} {m['freshness']}/{m['status'] or '-'}"
+            echo(f"{m['id']} {m['kind']} {m['project']}/{m['topic']} {m['freshness']}/{m['status'] or '-'}"
                        f"{reason}: {json.dumps(m['text'][:120], ensure_ascii=False)}")
             hows = {x["citation_id"]: x["how"] for x in m["matches"]}
             for c in m["citations"]:
                 mark = f"  ← {hows[c['id']]}" if c["id"] in hows else ""
                 moved = f" → {_loc(c['observed'])}" if c["outcome"] == "relocated" else ""
                 why = f" ({c['reason']})" if c["reason"] else ""
-                click.echo(f"  {c['outcome']:9} {c['locator']}{why}{moved}{mark}")
+                echo(f"  {c['outcome']:9} {c['locator']}{why}{moved}{mark}")
         if data["truncated"]:
-            click.echo(f"… {data['truncated']} more memories (raise --limit)")
+            echo(f"… {data['truncated']} more memories (raise --limit)")
         if not data["memories"]:
-            click.echo("no memory cites this code")
+            echo("no memory cites this code")
     if not data["memories"]:
         sys.exit(1)
 
@@ -111,17 +112,17 @@ def refresh(ctx: click.Context, memory_ids: tuple[str, ...], all_: bool, accept:
         n = sum(c["action"] == "refresh" for c in m["citations"])
         if n:
             verb = "would get" if data["dry_run"] else "got"
-            click.echo(f"{m['id']} {m['project']}/{m['topic']} r{m['from_revision']}: {verb} revision "
+            echo(f"{m['id']} {m['project']}/{m['topic']} r{m['from_revision']}: {verb} revision "
                        f"{m['revision']} with {n} citation(s) re-anchored")
         else:
-            click.echo(f"{m['id']} {m['project']}/{m['topic']} r{m['from_revision']}: unchanged")
+            echo(f"{m['id']} {m['project']}/{m['topic']} r{m['from_revision']}: unchanged")
         for c in m["citations"]:
             if c["action"] == "refresh":
-                click.echo(f"  {c['outcome']:9} {c['locator']} → {c['new']['locator']} ({c['why']})")
+                echo(f"  {c['outcome']:9} {c['locator']} → {c['new']['locator']} ({c['why']})")
             elif c["action"] == "refuse":
-                click.echo(f"  {c['outcome']:9} {c['locator']} — not refreshed: {c['why']}")
+                echo(f"  {c['outcome']:9} {c['locator']} — not refreshed: {c['why']}")
     s = data["summary"]
-    click.echo(f"summary: {s['refreshed']} refreshed, {s['kept']} kept, {s['refused']} refused, "
+    echo(f"summary: {s['refreshed']} refreshed, {s['kept']} kept, {s['refused']} refused, "
                f"{s['changed']} of {s['memories']} memories {'would change' if data['dry_run'] else 'changed'}"
                + (" (dry run: nothing written)" if data["dry_run"] else ""))
 
@@ -156,7 +157,7 @@ def move(ctx: click.Context, old_url: str, new_url: str, as_json: bool) -> None:
     if as_json:
         emit_json(res)
         return
-    click.echo(f"{res['from']['source']} ({res['from']['repository_id'][:16]}…) → {res['to']['source']} "
+    echo(f"{res['from']['source']} ({res['from']['repository_id'][:16]}…) → {res['to']['source']} "
                f"({res['to']['repository_id'][:16]}…): {res['memories']} memor{'y' if res['memories'] == 1 else 'ies'} "
                "cite the old identity" + ("" if res["added"] else " (already recorded)"))
 
@@ -179,9 +180,9 @@ def show(ctx: click.Context, path: str, as_json: bool) -> None:
     if as_json:
         emit_json(data)
         return
-    click.echo(f"{ident.repository_id} {ident.kind} {ident.source}")
+    echo(f"{ident.repository_id} {ident.kind} {ident.source}")
     for e in hist:
-        click.echo(f"  was {e['repository_id']} {e.get('kind') or '?'} {e.get('source') or '?'} ({e.get('how')})")
+        echo(f"  was {e['repository_id']} {e.get('kind') or '?'} {e.get('source') or '?'} ({e.get('how')})")
 
 
 COMMANDS = [cited, refresh, repo]

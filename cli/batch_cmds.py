@@ -7,6 +7,7 @@ import sys
 import click
 
 from citegraph.cli.common import dependency_depth_option, emit_json, handle_errors, outputs
+from citegraph.cli.conventions import echo
 
 
 @click.group()
@@ -46,13 +47,13 @@ def validate(checkpoint: str, scheduler: str, out: str, repos: tuple[str, ...], 
     else:
         for r in summary["by_repository"]:
             if r["error"]:
-                click.echo(f"failed    {r['repository_id']}: {r['error']}", err=True)
+                echo(f"failed    {r['repository_id']}: {r['error']}", err=True)
             else:
                 counts = ", ".join(f"{k} {v}" for k, v in r["freshness_summary"].items())
-                click.echo(f"validated {r['repository_id']} at {r['commit'][:12]}: {r['memories']} memories ({counts})")
+                echo(f"validated {r['repository_id']} at {r['commit'][:12]}: {r['memories']} memories ({counts})")
         fs = ", ".join(f"{k} {v}" for k, v in summary["freshness_summary"].items())
         cs = ", ".join(f"{k} {v}" for k, v in summary["summary"].items())
-        click.echo(f"summary: {summary['validated']}/{summary['repositories']} repositories, "
+        echo(f"summary: {summary['validated']}/{summary['repositories']} repositories, "
                    f"{summary['memories']} memories ({fs}); {summary['citations']} citations ({cs}); "
                    f"results in {out}")
     if report.failed:

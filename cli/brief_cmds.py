@@ -16,7 +16,7 @@ from citegraph.cli.common import (
     outputs,
     via_service,
 )
-from citegraph.cli.conventions import SpreadCommand, spread_option, text_or_stdin
+from citegraph.cli.conventions import SpreadCommand, echo, spread_option, text_or_stdin
 from citegraph.indexer.errors import CitegraphError
 from citegraph.memory.brief.bounds import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
 
@@ -54,14 +54,20 @@ def brief(ctx: click.Context, task: str, project: str | None, workset: str | Non
             "repo_paths": None if workset else ([abspath(r) for r in repos] or [abspath(".")])}
     served = via_service(ctx, "brief", args, no_service=no_service)
     if served is not None:
-        click.echo(served["json_text"] if as_json else served["text"])
+        if as_json:
+            click.echo(served["json_text"])
+        else:
+            echo(served["text"])
         return
     from citegraph.memory import api
 
     res = api.brief(get_home(ctx), task, project=project, workset=workset, code_refs=list(refs),
                     budget_tokens=budget_tokens, repo_paths=list(repos) or None, cwd=os.getcwd(),
                     dependency_depth=dependency_depth)
-    click.echo(res.json_text if as_json else res.text)
+    if as_json:
+        click.echo(res.json_text)
+    else:
+        echo(res.text)
 
 
 @outputs("import-legacy")
@@ -80,7 +86,7 @@ def import_legacy(ctx: click.Context, file: str, as_json: bool) -> None:
     if as_json:
         emit_json(res)
         return
-    click.echo(f"imported {res['imported']} legacy memor{'y' if res['imported'] == 1 else 'ies'}"
+    echo(f"imported {res['imported']} legacy memor{'y' if res['imported'] == 1 else 'ies'}"
                + (f", skipped {res['skipped']} already present" if res["skipped"] else ""))
 
 

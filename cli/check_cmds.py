@@ -11,13 +11,15 @@ import tempfile
 import click
 
 from citegraph.cli.common import dependency_depth_option, get_home, handle_errors, outputs
+from citegraph.cli.conventions import echo
 from citegraph.indexer.errors import CitegraphError
+from citegraph.memory.escape import terminal
 
 
 def write_output(out: str | None, text: str) -> None:
     """stdout, or ``out`` written aside and renamed (never a half-written file)."""
     if out is None or out == "-":
-        click.echo(text, nl=not text.endswith("\n"))
+        click.echo(text, nl=not text.endswith("\n"))  # escaped per format by the caller
         return
     target = os.path.abspath(out)
     folder = os.path.dirname(target)
@@ -68,20 +70,20 @@ def check(ctx: click.Context, base: str, head: str, repo: str, project: str | No
         fmt = "json"
 
     rep = run_check(get_home(ctx), base=base, head=head, repo_path=repo, project=project, fail_on=fail_on,
-                    notify=lambda m: click.echo(m, err=True), dependency_depth=dependency_depth)
+                    notify=lambda m: echo(m, err=True), dependency_depth=dependency_depth)
     if fmt == "json":
         text = json.dumps(to_output(rep.to_json()), indent=1) + "\n"
     elif fmt == "sarif":
         text = json.dumps(check_formats.to_sarif(rep), indent=1) + "\n"
     elif fmt == "markdown":
         text = check_formats.to_markdown(rep)
-    else:
-        text = check_formats.to_text(rep)
+    else:  # paths and memory text are untrusted: controls shown, never obeyed (also in a file)
+        text = terminal(check_formats.to_text(rep))
     write_output(out, text)
     if out not in (None, "-") or rep.status == "unknown":
-        click.echo(check_formats.headline(rep), err=True)
+        echo(check_formats.headline(rep), err=True)
     if rep.status == "unknown":
-        click.echo(f"citegraph: the check is unknown: {rep.reason} — {rep.next_step}", err=True)
+        echo(f"citegraph: the check is unknown: {rep.reason} — {rep.next_step}", err=True)
     sys.exit(rep.exit_code())
 
 

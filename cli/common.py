@@ -73,7 +73,9 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
                 traceback.print_exc()
             msg = exc.strerror or str(exc)
             fname = f"{exc.filename}: " if exc.filename else ""
-            click.echo(f"citegraph: {fname}{msg} — check disk space and permissions, then retry", err=True)
+            from citegraph.cli.conventions import echo
+
+            echo(f"citegraph: {fname}{msg} — check disk space and permissions, then retry", err=True)
             sys.exit(3)
 
     return wrapper

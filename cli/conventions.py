@@ -1,6 +1,7 @@
 """One CLI convention (SPEC §19) in one place: ``--home`` accepted before or after the
 subcommand, id options that take several space-separated values, ``-`` for stdin, and
-colour on a terminal that honours ``NO_COLOR``.
+colour on a terminal that honours ``NO_COLOR``, and every human line escaped for the
+terminal (``echo``: control characters in paths and texts shown, never obeyed).
 
 Why here and not in each command: every command gets the same behaviour by construction
 (the lazy group applies ``accept_home_anywhere`` to each command it loads), so a new
@@ -10,12 +11,15 @@ command cannot forget it.
 from __future__ import annotations
 
 import os
+import re
+import secrets
 import sys
 from typing import Any
 
 import click
 
 from citegraph.indexer.errors import CitegraphError
+from citegraph.memory.escape import terminal
 
 HOME_KEY = "citegraph.home"
 
@@ -142,12 +146,40 @@ def color_choice(env: dict[str, str] | None = None) -> bool | None:
     return False if env.get("NO_COLOR") else None
 
 
+# A painted span is marked with a per-process random nonce, turned into colour codes only
+# by ``echo``: every other character of a line (paths, refs, memory text — untrusted) goes
+# through ``terminal`` first, so a control character from the data is shown, never obeyed,
+# and data cannot forge a painted span (it does not know the nonce).
+_NONCE = secrets.token_hex(8)
+_OPEN, _MID, _CLOSE = f"\ue000{_NONCE}", "\ue001", f"\ue002{_NONCE}\ue003"
+_PAINTED = re.compile(re.escape(_OPEN) + r"([a-z ]+)" + _MID + "(.*?)" + re.escape(_CLOSE), re.S)
+
+
 def paint(text: str, role: str) -> str:
-    """``text`` styled for ``role`` (an outcome, a freshness, ``error``…); unknown roles stay plain."""
-    colour = ROLES.get(role)
-    return click.style(text, fg=colour, bold=role == "error") if colour else text
+    """``text`` marked for ``role`` (an outcome, a freshness, ``error``…); ``echo`` styles it
+    (or not: piped, NO_COLOR); unknown roles stay plain."""
+    return f"{_OPEN}{role}{_MID}{text}{_CLOSE}" if role in ROLES else text
+
+
+def render(line: str) -> str:
+    """A line for the terminal: control characters shown visibly (``memory/escape.py``),
+    painted spans styled."""
+    out, pos = [], 0
+    for m in _PAINTED.finditer(line):
+        role = m.group(1)
+        out.append(terminal(line[pos:m.start()]))
+        out.append(click.style(terminal(m.group(2)), fg=ROLES[role], bold=role == "error"))
+        pos = m.end()
+    out.append(terminal(line[pos:]))
+    return "".join(out)
+
+
+def echo(text: str = "", *, err: bool = False, nl: bool = True) -> None:
+    """Human text out: every line escaped for the terminal (piped or not), coloured on a
+    terminal, plain when piped or under NO_COLOR. JSON goes through ``emit_json`` instead."""
+    click.echo(render(text), err=err, nl=nl, color=color_choice())
 
 
 def say(line: str = "", *, err: bool = False) -> None:
-    """One output line: coloured on a terminal, plain when piped or under NO_COLOR."""
-    click.echo(line, err=err, color=color_choice())
+    """One output line (``echo``)."""
+    echo(line, err=err)

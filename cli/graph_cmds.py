@@ -13,6 +13,7 @@ from citegraph.cli.common import (
     outputs,
     via_service,
 )
+from citegraph.cli.conventions import echo
 
 MAX_DEPTH = 5  # graph/graph_view.py MAX_TRAVERSAL_DEPTH (not imported: keeps the CLI start light)
 
@@ -39,14 +40,14 @@ def _query(op: str, doc: str) -> click.Command:
             emit_json(data)
             return
         r = data["root"]
-        click.echo(f"{op} of {r['path']}::{r['qualified_name']} (depth {depth}): {len(data['nodes'])} symbol(s)"
+        echo(f"{op} of {r['path']}::{r['qualified_name']} (depth {depth}): {len(data['nodes'])} symbol(s)"
                    + (" — truncated at the node bound" if data["truncated"] else ""))
         tiers = {}
         for e in data["edges"]:
             tiers.setdefault(e["to"] if op in ("callees", "deps") else e["from"], e["tier"])
         for n in data["nodes"]:
             guess = " (name-only)" if tiers.get(n["handle"]) == "name-only" else ""
-            click.echo(f"  {n['distance']}  {n['path']}::{n['qualified_name']}  {n['kind']}  "
+            echo(f"  {n['distance']}  {n['path']}::{n['qualified_name']}  {n['kind']}  "
                        f"L{n['start_line']}-{n['end_line']}{guess}")
 
     return cmd

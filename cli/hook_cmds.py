@@ -20,6 +20,7 @@ from typing import Any
 import click
 
 from citegraph.cli.common import get_home, no_service_option, outputs, via_service
+from citegraph.cli.conventions import echo
 from citegraph.cli.hook_fast import BadEvent, emit, read_event, run_pre_edit
 from citegraph.indexer.errors import CitegraphError
 from citegraph.memory.brief.bounds import MAX_BUDGET, MIN_BUDGET
@@ -36,17 +37,17 @@ def never_blocks(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return fn(*args, **kwargs)
         except BadEvent as exc:
-            click.echo(f"citegraph: {exc}", err=True)
+            echo(f"citegraph: {exc}", err=True)
             sys.exit(1)
         except CitegraphError as err:
-            click.echo(err.line(), err=True)
+            echo(err.line(), err=True)
             sys.exit(1)
         except (KeyboardInterrupt, BrokenPipeError):
             sys.exit(1)
         except Exception as exc:  # noqa: BLE001 - a hook must not break the agent's session
             if os.environ.get("CITEGRAPH_DEBUG"):
                 raise
-            click.echo(f"citegraph hook: {type(exc).__name__}: {exc} — the session goes on", err=True)
+            echo(f"citegraph hook: {type(exc).__name__}: {exc} — the session goes on", err=True)
             sys.exit(1)
 
     return wrapper

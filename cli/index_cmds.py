@@ -18,7 +18,7 @@ from citegraph.cli.common import (
     outputs,
     via_service,
 )
-from citegraph.cli.conventions import paint, say
+from citegraph.cli.conventions import echo, paint, say
 
 # The graph layer (git, DuckDB, tree-sitter) is imported inside the commands: a read
 # answered by the resident service needs none of it.
@@ -42,7 +42,7 @@ def index(ctx: click.Context, path: str, rev: str | None, as_json: bool, quiet: 
 
         note = uncommitted_change(path)
         if note:
-            click.echo(note, err=True)
+            echo(note, err=True)
     served = via_service(ctx, "index", {"path": abspath(path), "rev": rev}, no_service=no_service)
     if served is not None:
         _print_index(served, as_json, quiet)
@@ -61,7 +61,7 @@ def index(ctx: click.Context, path: str, rev: str | None, as_json: bool, quiet: 
 
     def waiting() -> None:
         if not quiet and not as_json:
-            click.echo("citegraph: waiting for another build of this repository…", err=True)
+            echo("citegraph: waiting for another build of this repository…", err=True)
 
     def terminated(_signum: int, _frame: object) -> None:
         raise KeyboardInterrupt  # the builder marks the build failed and cleans up
@@ -84,7 +84,7 @@ def _print_index(data: dict, as_json: bool, quiet: bool) -> None:
     elif not quiet:
         how = "reused" if data["reused"] else f"built in {data['seconds']:.2f}s"
         state = "overlay (dirty worktree)" if data["dirty"] else "commit"
-        click.echo(f"{data['snapshot_id']} {state} {data['commit'][:12]}: {data['files']} files, "
+        echo(f"{data['snapshot_id']} {state} {data['commit'][:12]}: {data['files']} files, "
                    f"{data['symbols']} symbols, {how}")
 
 
@@ -114,23 +114,23 @@ def status(ctx: click.Context, path: str, as_json: bool, check: bool, no_service
 
 
 def _print_status(data: dict) -> None:
-    click.echo(f"repository {data['repository_id']} ({data['repository_kind']})")
-    click.echo(f"head       {data['head']}{' + dirty worktree' if data['dirty'] else ''}")
+    echo(f"repository {data['repository_id']} ({data['repository_kind']})")
+    echo(f"head       {data['head']}{' + dirty worktree' if data['dirty'] else ''}")
     cur = paint(data["snapshot_id"], "ready") if data["snapshot_id"] else \
         paint("none", "not ready") + " — run citegraph index (or citegraph serve)"
     say(f"exact-current snapshot: {cur}")
     svc = data.get("service") or {}
-    click.echo(f"read through: {'the service (pid ' + str(svc.get('pid')) + ')' if svc.get('used') else 'a one-shot scan (' + str(svc.get('reason')) + ')'}")
+    echo(f"read through: {'the service (pid ' + str(svc.get('pid')) + ')' if svc.get('used') else 'a one-shot scan (' + str(svc.get('reason')) + ')'}")
     for s in data["snapshots"][-10:]:
-        click.echo(f"  {s['snapshot_id']} {s['state']:8} {s['kind']:7} {s['commit'][:12]}"
+        echo(f"  {s['snapshot_id']} {s['state']:8} {s['kind']:7} {s['commit'][:12]}"
                    f"{' files=' + str(s.get('files')) if s.get('files') is not None else ''}")
     if data.get("coverage"):
         for lang, c in data["coverage"].items():
-            click.echo(f"  {lang:12} indexed={c['indexed']} partial={c['partial']} skipped={c['skipped']}")
+            echo(f"  {lang:12} indexed={c['indexed']} partial={c['partial']} skipped={c['skipped']}")
             for cause, n in (c.get("partial_causes") or {}).items():
-                click.echo(f"  {'':12}   partial ×{n}: {cause}")
+                echo(f"  {'':12}   partial ×{n}: {cause}")
     for f in data.get("partial_files") or []:
-        click.echo(f"  partial {f['path']}:{f['line']}: {f['construct']}")
+        echo(f"  partial {f['path']}:{f['line']}: {f['construct']}")
 
 
 @outputs("symbols")
@@ -156,9 +156,9 @@ def symbols(ctx: click.Context, file: str, as_json: bool, no_service: bool) -> N
         emit_json({"symbols": rows})
     else:
         for s in rows:
-            click.echo(f"{s['start_line']:>5}-{s['end_line']:<5} {s['kind']:10} {s['qualified_name']}  {s['handle']}")
+            echo(f"{s['start_line']:>5}-{s['end_line']:<5} {s['kind']:10} {s['qualified_name']}  {s['handle']}")
         if not rows:
-            click.echo(f"no symbols in {file}", err=True)
+            echo(f"no symbols in {file}", err=True)
     if not rows:  # like grep: nothing found is exit 1
         sys.exit(1)
 
@@ -193,9 +193,9 @@ def find(ctx: click.Context, name: str, repo_path: str, kinds: tuple[str, ...], 
         emit_json({"symbols": rows})
     else:
         if not rows:
-            click.echo(f"no symbol matches {name!r}", err=True)
+            echo(f"no symbol matches {name!r}", err=True)
         for s in rows:
-            click.echo(f"{s['path']}::{s['qualified_name']}  {s['kind']}  L{s['start_line']}-{s['end_line']}  "
+            echo(f"{s['path']}::{s['qualified_name']}  {s['kind']}  L{s['start_line']}-{s['end_line']}  "
                        f"{s['handle']}  ({s.get('match', 'exact')})")
     if not rows:  # like grep: no match is exit 1
         sys.exit(1)
@@ -216,7 +216,7 @@ def gc(ctx: click.Context, keep_last: int, dry_run: bool, as_json: bool) -> None
     if as_json:
         emit_json({"dry_run": dry_run, **res})
     else:
-        click.echo(f"{'would retire' if dry_run else 'retired'} {len(res['retired'])} snapshot(s), "
+        echo(f"{'would retire' if dry_run else 'retired'} {len(res['retired'])} snapshot(s), "
                    f"kept {len(res['kept'])}")
 
 

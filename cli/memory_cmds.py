@@ -20,7 +20,7 @@ from citegraph.cli.common import (
     outputs,
     via_service,
 )
-from citegraph.cli.conventions import SpreadCommand, paint, say, spread_option, text_or_stdin
+from citegraph.cli.conventions import SpreadCommand, echo, paint, say, spread_option, text_or_stdin
 
 # The heavy layers (git, DuckDB) are imported inside the commands: a read answered by the
 # resident service needs none of them.
@@ -65,13 +65,13 @@ def remember(ctx: click.Context, text: str, kind: str, project: str, topic: str 
     if as_json:
         emit_json(res)
         return
-    click.echo(f"{res['id']} revision {res['revision']} ({len(res['citations'])} citation(s))")
+    echo(f"{res['id']} revision {res['revision']} ({len(res['citations'])} citation(s))")
     for c in res["citations"]:
-        click.echo(f"  {c['id']} {c['kind']:6} {c['locator']}{'  [dirty]' if c['dirty'] else ''}")
+        echo(f"  {c['id']} {c['kind']:6} {c['locator']}{'  [dirty]' if c['dirty'] else ''}")
     for note in res.get("notes", []):
-        click.echo(f"  note: {note}")
+        echo(f"  note: {note}")
     if res["cleared_citations"]:
-        click.echo(f"  cleared {res['cleared_citations']} citation(s) of the previous revision "
+        echo(f"  cleared {res['cleared_citations']} citation(s) of the previous revision "
                    "(new text, no refs: evidence is not inherited)")
 
 
@@ -90,10 +90,10 @@ def show(ctx: click.Context, memory_id: str, as_json: bool) -> None:
     if as_json:
         emit_json(mem.to_json())
         return
-    click.echo(f"{mem.id} [{mem.kind}, {mem.status}] {mem.project}/{mem.topic} revision {mem.revision}")
-    click.echo(f"  text: {json.dumps(mem.text, ensure_ascii=False)}")
+    echo(f"{mem.id} [{mem.kind}, {mem.status}] {mem.project}/{mem.topic} revision {mem.revision}")
+    echo(f"  text: {json.dumps(mem.text, ensure_ascii=False)}")
     for r in mem.citations:
-        click.echo(f"  {r.id} {r.kind:6} {r.locator}  @ {r.commit[:12]}{' dirty' if r.dirty else ''}")
+        echo(f"  {r.id} {r.kind:6} {r.locator}  @ {r.commit[:12]}{' dirty' if r.dirty else ''}")
 
 
 @outputs("list")
@@ -114,7 +114,7 @@ def list_(ctx: click.Context, project: str | None, include_archived: bool, as_js
         emit_json({"memories": [m.to_json() for m in mems]})
         return
     for m in mems:
-        click.echo(f"{m.id} {m.kind:8} {m.project}/{m.topic} r{m.revision} {len(m.citations)} cit. "
+        echo(f"{m.id} {m.kind:8} {m.project}/{m.topic} r{m.revision} {len(m.citations)} cit. "
                    f"{json.dumps(m.text[:60], ensure_ascii=False)}")
 
 
@@ -134,13 +134,13 @@ def history(ctx: click.Context, memory_id: str, as_json: bool) -> None:
         emit_json({"id": memory_id, "revisions": revs})
         return
     for r in revs:
-        click.echo(f"r{r['revision']} {len(r['citation_ids'])} cit. {json.dumps(r['text'], ensure_ascii=False)}")
+        echo(f"r{r['revision']} {len(r['citation_ids'])} cit. {json.dumps(r['text'], ensure_ascii=False)}")
         replaced = {e["old_citation_id"]: e for e in (r["refresh"] or [])}
         for c in r["citations"]:
-            click.echo(f"  {c['id']} {c['kind']:6} {c['locator']}  @ {c['commit'][:12]}")
+            echo(f"  {c['id']} {c['kind']:6} {c['locator']}  @ {c['commit'][:12]}")
         for e in replaced.values():
             o = e.get("observation") or {}
-            click.echo(f"  refreshed {e['old_citation_id']} → {e['new_citation_id']} ({e['accepted']}; observed "
+            echo(f"  refreshed {e['old_citation_id']} → {e['new_citation_id']} ({e['accepted']}; observed "
                        f"{o.get('outcome')} in {e['snapshot_id']} at commit {e['commit'][:12]})")
 
 
@@ -159,7 +159,7 @@ def archive(ctx: click.Context, memory_id: str, as_json: bool) -> None:
     if as_json:
         emit_json(mem.to_json())
         return
-    click.echo(f"{mem.id} archived")
+    echo(f"{mem.id} archived")
 
 
 @outputs("forget")
@@ -174,7 +174,7 @@ def forget(ctx: click.Context, memory_id: str, yes: bool, as_json: bool) -> None
     from citegraph.memory.lifecycle.store import MemoryStore
 
     if not yes:
-        click.echo("citegraph: forget deletes every revision — pass --yes to confirm", err=True)
+        echo("citegraph: forget deletes every revision — pass --yes to confirm", err=True)
         sys.exit(2)
     with MemoryStore.open(get_home(ctx)) as ms:
         mem = ms.require(memory_id)
@@ -182,7 +182,7 @@ def forget(ctx: click.Context, memory_id: str, yes: bool, as_json: bool) -> None
     if as_json:
         emit_json({"id": mem.id, "forgotten": True})
         return
-    click.echo(f"{mem.id} forgotten")
+    echo(f"{mem.id} forgotten")
 
 
 FAIL_ON = {"stale": {"stale"}, "unknown": {"stale", "unknown"}}

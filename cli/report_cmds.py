@@ -7,6 +7,7 @@ import click
 
 from citegraph.cli.check_cmds import write_output
 from citegraph.cli.common import emit_json, get_home, handle_errors, outputs
+from citegraph.cli.conventions import echo
 
 
 @outputs("report")
@@ -49,7 +50,7 @@ def report(ctx: click.Context, out: str | None, fmt: str, project: str | None, r
     write_output(out, text)
     if out not in (None, "-"):
         c = data["counts"]["freshness"]
-        click.echo(f"report: {len(data['memories'])} memories ({c['stale']} stale, {c['unknown']} unknown, "
+        echo(f"report: {len(data['memories'])} memories ({c['stale']} stale, {c['unknown']} unknown, "
                    f"{c['fresh']} fresh) written to {out}", err=True)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from citegraph.cli.common import emit_json, get_home, handle_errors, outputs
+from citegraph.cli.conventions import echo
 from citegraph.schemas import to_output
 
 
@@ -39,13 +40,13 @@ def publish(ctx: click.Context, project: str | None, out: str, as_json: bool) ->
             emit_json(data)
     else:
         where = "stdout" if out == "-" else out
-        click.echo(f"published {len(report.published)} memor{'y' if len(report.published) == 1 else 'ies'} "
+        echo(f"published {len(report.published)} memor{'y' if len(report.published) == 1 else 'ies'} "
                    f"to {where}", err=out == "-")
         for r in report.refused:
-            click.echo(f"  refused {r.id} ({r.reason}): {r.message}", err=True)
+            echo(f"  refused {r.id} ({r.reason}): {r.message}", err=True)
         skipped = {k: v for k, v in report.skipped.items() if v}
         if skipped:
-            click.echo("  not exported: " + ", ".join(f"{v} {k}" for k, v in skipped.items()), err=out == "-")
+            echo("  not exported: " + ", ".join(f"{v} {k}" for k, v in skipped.items()), err=out == "-")
     if report.refused:
         sys.exit(1)
 
@@ -85,7 +86,7 @@ def import_(ctx: click.Context, file: str | None, checkpoint: str | None, repos:
     if as_json:
         emit_json(report.to_json())
         return
-    click.echo(f"imported {len(report.imported)} new, {len(report.updated)} updated, "
+    echo(f"imported {len(report.imported)} new, {len(report.updated)} updated, "
                f"{len(report.unchanged)} unchanged memor{'y' if len(report.unchanged) == 1 else 'ies'} "
                f"from {file} ({report.format}"
                f"{' v' + str(report.format_version) if report.format_version else ''})")
@@ -94,12 +95,12 @@ def import_(ctx: click.Context, file: str | None, checkpoint: str | None, repos:
 
 def _receipt_lines(report: Any) -> None:
     for k in report.kept_local:
-        click.echo(f"  kept local {k['id']}: {k['reason']}")
+        echo(f"  kept local {k['id']}: {k['reason']}")
     if report.verified or report.unverified:
-        click.echo(f"  {len(report.verified)} citation(s) verified against their capture commit, "
+        echo(f"  {len(report.verified)} citation(s) verified against their capture commit, "
                    f"{len(report.unverified)} not fully verifiable here")
     for u in report.unverified:
-        click.echo(f"  unverified {u['id']} of {u['memory_id']}: {u['reason']}")
+        echo(f"  unverified {u['id']} of {u['memory_id']}: {u['reason']}")
 
 
 def _import_checkpoint(ctx: click.Context, checkpoint: str, repos: list[str] | None, as_json: bool) -> None:
@@ -110,10 +111,10 @@ def _import_checkpoint(ctx: click.Context, checkpoint: str, repos: list[str] | N
         emit_json(report.to_json())
         return
     for r in report.repositories:
-        click.echo(f"{r['state']:8} {r['snapshot_id']} repository {r['repository_id']} commit {r['commit'][:12]}")
+        echo(f"{r['state']:8} {r['snapshot_id']} repository {r['repository_id']} commit {r['commit'][:12]}")
     m = report.memories
     if m is not None:
-        click.echo(f"memories: {len(m.imported)} new, {len(m.updated)} updated, {len(m.unchanged)} unchanged")
+        echo(f"memories: {len(m.imported)} new, {len(m.updated)} updated, {len(m.unchanged)} unchanged")
         _receipt_lines(m)
 
 
@@ -144,12 +145,12 @@ def export(ctx: click.Context, out: str, repos: tuple[str, ...], all_: bool, rev
         emit_json(report.to_json())
     else:
         for r in report.repositories:
-            click.echo(f"exported {r['snapshot_id']} (commit {r['commit'][:12]}, {r['files']} files, "
+            echo(f"exported {r['snapshot_id']} (commit {r['commit'][:12]}, {r['files']} files, "
                        f"{r['symbols']} symbols, {r['memories']} memories) {r['bytes']} bytes")
-        click.echo(f"checkpoint {out}: {len(report.repositories)} repositor"
+        echo(f"checkpoint {out}: {len(report.repositories)} repositor"
                    f"{'y' if len(report.repositories) == 1 else 'ies'}, {report.bytes} bytes")
         for r in report.refused:
-            click.echo(f"  refused {r.id} ({r.reason}): {r.message}", err=True)
+            echo(f"  refused {r.id} ({r.reason}): {r.message}", err=True)
     if report.refused:
         sys.exit(1)
 

@@ -8,7 +8,7 @@ import sys
 import click
 
 from citegraph.cli.common import emit_json, get_home, handle_errors, json_flag, outputs
-from citegraph.cli.conventions import paint, say
+from citegraph.cli.conventions import echo, paint, say
 from citegraph.memory.worksets import workset as ws
 
 
@@ -18,11 +18,11 @@ def workset() -> None:
 
 
 def _members(data: dict) -> None:
-    click.echo(f"workset {data['name']}: {len(data['members'])} member(s)")
+    echo(f"workset {data['name']}: {len(data['members'])} member(s)")
     for m in data["members"]:
         prep = m.get("prepared") or {}
         state = prep.get("state") or "not prepared"
-        click.echo(f"  {m['path']}  {(m['repository_id'] or '?')[:16]}  {state}")
+        echo(f"  {m['path']}  {(m['repository_id'] or '?')[:16]}  {state}")
 
 
 @outputs("workset")
@@ -76,7 +76,7 @@ def list_(ctx: click.Context, as_json: bool) -> None:
         emit_json(data)
         return
     for w in data["worksets"]:
-        click.echo(f"{w['name']}  {w['members']} member(s)")
+        echo(f"{w['name']}  {w['members']} member(s)")
 
 
 @outputs("workset")
@@ -108,9 +108,9 @@ def prepare(ctx: click.Context, name: str, jobs: int, as_json: bool) -> None:
     else:
         for m in data["members"]:
             what = m["snapshot_id"] + (" (reused)" if m.get("reused") else "") if m["state"] == "ready" else m["reason"]
-            click.echo(f"  {m['state']:7} {m['path']}  {what}")
+            echo(f"  {m['state']:7} {m['path']}  {what}")
         c = data["counts"]
-        click.echo(f"workset {name}: ready {c['ready']}, missing {c['missing']}, failed {c['failed']}; "
+        echo(f"workset {name}: ready {c['ready']}, missing {c['missing']}, failed {c['failed']}; "
                    f"pinned {len(data['pinned'])} snapshot(s) in {data['seconds']:.2f}s")
     if not data["ready"]:
         sys.exit(1)
@@ -132,7 +132,7 @@ def status(ctx: click.Context, name: str, as_json: bool, check: bool) -> None:
     else:
         for m in data["members"]:
             extra = f"  {m['reason']}" if m.get("reason") else ""
-            click.echo(f"  {m['state']:12} {m['path']}{extra}")
+            echo(f"  {m['state']:12} {m['path']}{extra}")
         verdict = paint("ready", "ready") if data["ready"] else \
             paint("not ready", "not ready") + " — run citegraph workset prepare " + name
         say(f"workset {name}: {verdict}")
@@ -152,7 +152,7 @@ def delete(ctx: click.Context, name: str, as_json: bool) -> None:
     if as_json:
         emit_json({"name": name, "deleted": True})
         return
-    click.echo(f"workset {name} deleted")
+    echo(f"workset {name} deleted")
 
 
 COMMANDS = [workset]

@@ -45,11 +45,13 @@ CATEGORIES = (
     "overload",              # several same-name definitions: ordinals, the implementation by default
     # SPEC §21 (the graph at work)
     "dependency-change",     # exact citations whose recorded callee/base changed: advisories, never verdicts
+    # issue 20 (hostile inputs, round two)
+    "hostile-config",        # a committed .citegraph.toml that is hostile: one clear error or a correct index
 )
 
 # Step operations and the keys each accepts (besides ``op`` and ``repo``).
 STEP_KEYS: dict[str, set[str]] = {
-    "index": {"rev"},
+    "index": {"rev", "expect_error"},  # expect_error: words the one error line must hold
     "capture": {"memory", "refs", "text", "expect_error", "race"},
     "legacy": {"memory", "source_commit", "text"},
     "commit": {"message", "tag"},
@@ -70,7 +72,7 @@ STEP_KEYS: dict[str, set[str]] = {
     "worktree": {"name", "rev", "branch", "detach"},
     "extractor": {"version", "fragments"},
     "git": {"args"},
-    "validate": {"memories", "scope", "at", "race", "expect", "name"},
+    "validate": {"memories", "scope", "at", "race", "expect", "name", "expect_error"},
     "refresh": {"memory", "memories", "accept", "dry_run", "expect", "expect_error"},
 }
 

@@ -124,7 +124,8 @@ def gates(results: list[CaseResult]) -> list[Gate]:
     wrong_labels += [f"{m.case} step {m.step} {m.memory}: freshness expected {m.expected}, got "
                      f"{m.freshness}" + (f"/{m.reason}" if m.reason else "") for m in mems if not m.correct]
     wrong_labels += [f"{k.case}: {k.what}: {k.detail}" for k in checks
-                     if k.what in ("capture", "unlabeled", "refresh", "advisory") and not k.ok]
+                     if k.what in ("capture", "unlabeled", "refresh", "advisory", "index", "validate")
+                     and not k.ok]
     out.append(_zero("labels not matched (citation, freshness, capture, refresh)", wrong_labels))
     return out
 

@@ -465,14 +465,26 @@ class CaseRun:
     def op_index(self, i: int, s: dict[str, Any]) -> None:
         name = s.get("repo", "main")
         g = self.repo(s)
-        if "rev" in s:
-            sha = g.rev(s["rev"])
+        want_error = s.get("expect_error")
+        sha = g.rev(s["rev"]) if "rev" in s else None
+        key = self.at_key(name, sha) if sha is not None else self.state_key(name)
+        try:
             build_snapshot(g.root, self.home, rev=sha, jobs=1)
-            self.indexed.add(self.at_key(name, sha))
-        else:
-            key = self.state_key(name)
-            build_snapshot(g.root, self.home, jobs=1)
-            self.indexed.add(key)
+        except CitegraphError as exc:
+            if want_error is None:
+                raise
+            # an expected refusal: one line (what, why, what to do), an input error, the words asked for
+            line = exc.line()
+            ok = exc.code == 2 and "\n" not in line and want_error in line and line.isprintable()
+            self.result.checks.append(CheckRecord(self.case.name, self.case.category, "index", ok,
+                                                  f"step {i}: expected an error with {want_error!r}, got "
+                                                  f"{line!r} (exit {exc.code})"))
+            return
+        if want_error is not None:
+            self.result.checks.append(CheckRecord(self.case.name, self.case.category, "index", False,
+                                                  f"step {i}: expected an error with {want_error!r}, indexed"))
+            return
+        self.indexed.add(key)
 
     # -- capture --
 
@@ -657,8 +669,23 @@ class CaseRun:
         race = s.get("race")
         source = RaceSource(lambda: self.run_steps(race), self.source) if race else self.source
         ids = {memory_id_for(PROJECT, n): n for n in names}
-        report = validate_memories(self.home, memory_ids=list(ids), repo_paths=paths, at=at_sha,
-                                   source=source)
+        want_error = s.get("expect_error")
+        try:
+            report = validate_memories(self.home, memory_ids=list(ids), repo_paths=paths, at=at_sha,
+                                       source=source)
+        except CitegraphError as exc:
+            if want_error is None:
+                raise
+            line = exc.line()
+            ok = "\n" not in line and want_error in line and line.isprintable()
+            self.result.checks.append(CheckRecord(self.case.name, self.case.category, "validate", ok,
+                                                  f"step {i}: expected an error with {want_error!r}, got "
+                                                  f"{line!r}"))
+            return
+        if want_error is not None:
+            self.result.checks.append(CheckRecord(self.case.name, self.case.category, "validate", False,
+                                                  f"step {i}: expected an error with {want_error!r}, answered"))
+            return
         after = {n: self.state_key(n) for n in scope}
         verdicts = {v.memory_id: v for v in report.verdicts}
         legacy = {mid: verdicts.get(mid) for mid, n in ids.items() if self.mems[n].legacy}

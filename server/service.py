@@ -5,8 +5,11 @@ read of a repository through it), keeps each worktree's state from file-system e
 (``graph.live_state``), publishes the exact-current snapshot after each debounced change,
 and answers reads over a local socket (``server.client``). See docs/service.md.
 
-Threads: one watcher thread per repository (inotify), one builder thread (builds run one
-at a time; extraction pools use the ``forkserver`` start method, never ``fork`` from this
+Threads: one watcher thread per repository (inotify), one dispatcher (the builder thread,
+or the main thread under ``serve``/``watch``) that starts each due build in its
+repository's lane — at most one build per repository, at most ``lanes`` at once, so a
+repository whose build is slow or misbehaves never holds up another's (issue 20) —
+(extraction pools use the ``forkserver`` start method, never ``fork`` from this
 multi-threaded process), a supervisor that restarts dead watchers, and one thread per
 client connection.
 """
@@ -35,10 +38,13 @@ from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.store import Home, atomic_write_json, process_start
 from citegraph.indexer import gitrepo
 from citegraph.indexer.errors import CitegraphError
+from citegraph.memory.escape import visible
 from citegraph.schemas import iso_time, to_output
 from citegraph.server.locator import read_record, service_dir, socket_path
 
 DEFAULT_DEBOUNCE_MS = 20
+DEFAULT_LANES = 2  # builds of different repositories at once (each may run an extraction pool)
+LANE_JOIN_S = 0.5  # at close, a lane still building is left to die with the process (as kill -9)
 SUPERVISE_S = 0.5
 STORE_LINGER_S = 0.25  # the memory store stays open this long after a request (see memory.store)
 PROTOCOL = 1
@@ -65,7 +71,7 @@ class Logger:
         if self.as_json:
             line = json.dumps(to_output({"event": event, **data, "at": iso_time(time.time())}), default=str)
         else:
-            line = f"citegraph {self.name}: {text}"
+            line = f"citegraph {self.name}: {visible(text)}"  # paths are data: controls shown, never obeyed
         with self.lock:
             try:
                 self.stream.write(line + "\n")
@@ -90,6 +96,7 @@ class Watched:
     last: dict[str, Any] = field(default_factory=dict)
     last_error: str | None = None
     logged: str | None = None  # the snapshot id last logged (a reused state is logged once)
+    busy: bool = False  # its lane is building it now
     stats: dict[str, int] = field(default_factory=lambda: {"published": 0, "reused": 0, "failed": 0})
 
 
@@ -98,7 +105,8 @@ class Service:
 
     def __init__(self, home: Home, *, auto_build: bool = True, debounce_ms: int = DEFAULT_DEBOUNCE_MS,
                  max_wait_ms: int | None = None, build_jobs: int | None = None, pool_context: str = "forkserver",
-                 log: Log | None = None, sync_timeout_s: float = 2.0, gc_keep: int = 0) -> None:
+                 log: Log | None = None, sync_timeout_s: float = 2.0, gc_keep: int = 0,
+                 lanes: int = DEFAULT_LANES) -> None:
         if debounce_ms < 0:
             raise CitegraphError(f"--debounce-ms {debounce_ms} is negative", "pass a value ≥ 0", code=2)
         self.home = home
@@ -107,7 +115,10 @@ class Service:
         self.max_wait_s = (max_wait_ms if max_wait_ms is not None else max(10 * debounce_ms, 1000)) / 1000
         self.gc_keep = gc_keep
         self._last_gc = 0.0
-        self.building = False
+        self.lanes = max(int(lanes), 1)  # 1: builds run in the dispatcher's own thread, one at a time
+        self._active = 0  # builds running now
+        self._lane_threads: dict[str, threading.Thread] = {}
+        self._gc_lock = threading.Lock()
         self.abandoned = False
         self.build_jobs = build_jobs
         self.pool_context = pool_context
@@ -171,11 +182,16 @@ class Service:
 
     # --- builds -----------------------------------------------------------------------------
 
+    @property
+    def building(self) -> bool:
+        """Is any build running now (a stop signal then gives it a grace period)?"""
+        return self._active > 0
+
     def _due(self) -> tuple[list[Watched], float]:
         now = time.monotonic()
         due, wait = [], 0.2
         for w in self.watched.values():
-            if not w.want:
+            if not w.want or w.busy:  # a repository's lane builds one state at a time
                 continue
             at = w.changed_mono + self.debounce_s
             if w.first_mono is not None:
@@ -199,21 +215,48 @@ class Service:
                 return
             with self._cond:
                 due, wait = self._due()
+                if self.lanes > 1:
+                    free = self.lanes - sum(1 for x in self.watched.values() if x.busy)
+                    due = due[:max(free, 0)]
                 if not due:
                     self._cond.wait(wait)
                     continue
                 for w in due:
                     w.want = False
                     w.first_mono = None
+                    if self.auto_build and self.lanes > 1:
+                        w.busy = True
             if not self.auto_build:
                 continue
             for w in due:
                 if self.stop.is_set():
-                    break
+                    with self._cond:
+                        w.busy, w.want = False, True
+                    continue
+                if self.lanes > 1:
+                    self._start_lane(w)
+                    continue
                 try:
                     self.build(w)
                 except Exception as exc:  # noqa: BLE001 - a bug in one build must not end the builder
                     self._failed(w, f"citegraph: build failed: {type(exc).__name__}: {exc}", True)
+
+    def _start_lane(self, w: Watched) -> None:
+        """Build ``w`` in its own thread: a slow or misbehaving repository holds its lane only."""
+        def lane() -> None:
+            try:
+                self.build(w)
+            except Exception as exc:  # noqa: BLE001 - a bug in one build must not end the service
+                self._failed(w, f"citegraph: build failed: {type(exc).__name__}: {exc}", True)
+            finally:
+                with self._cond:
+                    w.busy = False
+                    self._cond.notify_all()
+
+        root = str(w.live.root)
+        t = threading.Thread(target=lane, name=f"citegraph-lane-{os.path.basename(root)[:16]}", daemon=True)
+        self._lane_threads[root] = t
+        t.start()
 
     def build(self, w: Watched) -> dict[str, Any] | None:
         """Build (or find ready) the snapshot of the worktree's state as the watcher knows it."""
@@ -224,7 +267,8 @@ class Service:
             self._failed(w, err.line(), err.retryable)
             return None
         t0 = time.monotonic()
-        self.building = True
+        with self._lock:
+            self._active += 1
         try:
             res = build_snapshot(live.root, self.home, state=view.state, jobs=self.build_jobs,
                                  pool_context=self.pool_context)
@@ -241,7 +285,8 @@ class Service:
             self._failed(w, f"citegraph: build failed: {type(exc).__name__}: {exc}", True)
             return None
         finally:
-            self.building = False
+            with self._lock:
+                self._active -= 1
         w.failures, w.not_before, w.last_error = 0, 0.0, None
         w.built = view.token
         latency = time.monotonic() - w.changed_mono if w.changed_mono else None
@@ -266,6 +311,8 @@ class Service:
     def _maybe_gc(self) -> None:
         if self.gc_keep <= 0 or time.monotonic() - self._last_gc < 60.0:
             return
+        if not self._gc_lock.acquire(blocking=False):  # another lane is collecting
+            return
         self._last_gc = time.monotonic()
         from citegraph.graph.retention import collect
 
@@ -274,6 +321,8 @@ class Service:
         except (CitegraphError, OSError) as exc:
             self.log("gc", f"gc skipped: {exc}", error=str(exc))
             return
+        finally:
+            self._gc_lock.release()
         if res["retired"]:
             self.log("gc", f"gc retired {len(res['retired'])} old snapshot(s)", retired=res["retired"])
 
@@ -386,6 +435,9 @@ class Service:
             self._cond.notify_all()
         for t in self._threads:
             t.join(timeout=5)
+        deadline = time.monotonic() + LANE_JOIN_S
+        for t in list(self._lane_threads.values()):
+            t.join(timeout=max(deadline - time.monotonic(), 0))
         for w in list(self.watched.values()):
             w.live.close()
 

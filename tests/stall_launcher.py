@@ -4,7 +4,8 @@
     python tests/stall_launcher.py STAGE MARKER SECONDS --compact HOME REPOSITORY_ID SNAPSHOT_ID REPO
 
 Every build in the process gets ``BuildHooks(stall=...)``: at ``STAGE`` it writes the stage
-name to ``MARKER`` and sleeps ``SECONDS``. The hook is injected through
+name to ``MARKER`` and sleeps ``SECONDS``. ``STAGE@NAME`` stalls only the builds of a
+repository whose path holds NAME (the others run normally). The hook is injected through
 ``build_snapshot``'s ``hooks`` parameter; production code reads no test variable.
 """
 
@@ -19,7 +20,8 @@ from citegraph.graph.build_hooks import BuildHooks
 
 
 def main() -> None:
-    stage, marker, seconds = sys.argv[1], Path(sys.argv[2]), float(sys.argv[3])
+    stage, _, only = sys.argv[1].partition("@")
+    marker, seconds = Path(sys.argv[2]), float(sys.argv[3])
 
     def stall(at: str) -> None:
         if at == stage:
@@ -38,7 +40,10 @@ def main() -> None:
     original = sb.build_snapshot
 
     def build_snapshot(*args, hooks=None, **kwargs):  # type: ignore[no-untyped-def]
-        return original(*args, hooks=hooks or BuildHooks(stall=stall), **kwargs)
+        repo = str(args[0] if args else kwargs.get("repo_path", ""))
+        if hooks is None and (not only or only in repo):
+            hooks = BuildHooks(stall=stall)
+        return original(*args, hooks=hooks, **kwargs)
 
     # Before the CLI (and the service) import it by name.
     sb.build_snapshot = build_snapshot

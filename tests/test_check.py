@@ -135,7 +135,7 @@ def test_pr_branch_in_sarif_text_and_markdown(run_cli, world, tmp_path):
     items = [ln for ln in md.splitlines() if ln.startswith("- **")]
     assert [ln.split("**")[1] for ln in items] == ["changed", "deleted", "relocated"]
     assert "<b>" not in md and "&lt;b&gt;" in md and r"\[removed\]\(http://x\)" in md
-    assert "<code>lib/move.py</code>" in md
+    assert "`lib/move.py`" in md
 
 
 def test_fingerprints_are_stable_across_reruns_and_line_moves(world, tmp_path):

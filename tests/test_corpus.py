@@ -186,3 +186,18 @@ def test_safety_gates_do_not_rely_on_labels_alone(subset_run):
     rec2 = dataclasses.replace(r.citations[0], outcome="exact", reason=None, in_scope=False)
     rec2.correct = True
     assert "cross-repository leakage" in failing(gates([dataclasses.replace(r, citations=[rec2])]))
+
+
+def test_a_wrong_index_or_validate_error_expectation_fails_the_run():
+    """An ``expect_error`` of an index or a validate step is a label too (hostile-config)."""
+    for op in ("index", "validate"):
+        case = BY_NAME["hostile_config_values_python"].copy()
+        step = next(s for s in case.data["steps"] if s["op"] == op and "expect_error" in s)
+        step["expect_error"] = "words no error line holds"
+        failed = failing(gates(run_cases([case], jobs=1)))
+        assert "labels not matched (citation, freshness, capture, refresh)" in failed, op
+    case = BY_NAME["hostile_config_values_python"].copy()  # the hostile file made valid: the index succeeds
+    write = next(s for s in case.data["steps"] if s["op"] == "write" and s["path"] == ".citegraph.toml")
+    write["content"] = "[index]\nmax_file_bytes = 4096\n"
+    failed = failing(gates(run_cases([case], jobs=1)))
+    assert "labels not matched (citation, freshness, capture, refresh)" in failed

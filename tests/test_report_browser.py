@@ -141,5 +141,5 @@ def test_report_as_markdown(make_repo, home, run_cli):
     assert p.returncode == 0, p.stderr
     md = p.stdout
     assert md.index("| stale | 1 |") < md.index("## stale (1)")
-    assert "| changed | 1 |" in md and "changed: <code>a.py::f</code>" in md
+    assert "| changed | 1 |" in md and "changed: `a.py::f`" in md
     assert "<b>" not in md and r"\[one\]\(http://x\)" in md

@@ -1,19 +1,19 @@
 """Renderings of a ``CheckReport`` (memory/review/check.py): text, Markdown for a pull-request
 comment (bounded, counts first) and SARIF 2.1.0 for GitHub code scanning (docs/ci.md).
 
-Memory text is data everywhere: quoted and escaped (``check.quote``), in Markdown also
-HTML-escaped and with Markdown's punctuation backslash-escaped, so a memory can never
-render as a heading, a link, an image or HTML.
+Memory text is data everywhere: quoted and escaped (``check.quote``), in Markdown through
+memory/escape.py (``md_text``: controls visible, HTML and punctuation escaped, mentions
+neutralised; ``md_code``: a code span a backtick cannot close), so a memory or a path can
+never render as a heading, a link, an image, HTML or a mention.
 """
 
 from __future__ import annotations
 
-import html
-import re
 from importlib import metadata
 from typing import Any
 from urllib.parse import quote as url_quote
 
+from citegraph.memory.escape import md_code, md_text
 from citegraph.memory.review.check import LEVEL, RULES, CheckReport, Finding, quote
 
 MAX_MARKDOWN_CHARS = 60_000  # a GitHub comment holds 65,536; leave room for a bot's wrapper
@@ -89,18 +89,6 @@ def headline(rep: CheckReport) -> str:
 
 
 # --- Markdown -------------------------------------------------------------------------------------
-
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
-
-
-def md_text(text: str) -> str:
-    """Untrusted text as inert Markdown: one line, HTML-escaped, punctuation escaped."""
-    return _MD_SPECIAL.sub(r"\\\1", html.escape(" ".join(text.split()), quote=False))
-
-
-def md_code(text: str) -> str:
-    return f"<code>{html.escape(text)}</code>"
-
 
 def _md_finding(f: Finding) -> str:
     loc = f.location or {}

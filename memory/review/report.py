@@ -191,7 +191,7 @@ def build(home: Home, *, repo_paths: list[str] | None = None, project: str | Non
 
 def to_markdown(data: dict[str, Any]) -> str:
     """The report as Markdown: counts, then the memories by freshness with their citations."""
-    from citegraph.memory.review.check_formats import md_code, md_text
+    from citegraph.memory.escape import md_code, md_text
 
     out = ["# citegraph memory report", "", f"Generated {data['generated_at']}.", "",
            "| freshness | memories |", "|---|---|"]
