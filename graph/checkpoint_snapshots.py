@@ -43,7 +43,13 @@ from citegraph.graph.checkpoint_manifest import (
     verify_file,
 )
 from citegraph.graph.identity import HEX32, history
-from citegraph.graph.schema import SNAPSHOT_INDEXES, SNAPSHOT_SCHEMA_VERSION, SNAPSHOT_TABLES, Table
+from citegraph.graph.schema import (
+    IMPORT_TARGETS_LAYOUT,
+    SNAPSHOT_INDEXES,
+    SNAPSHOT_SCHEMA_VERSION,
+    SNAPSHOT_TABLES,
+    Table,
+)
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.graph.snapshot_writer import SnapshotWriter, close_snapshot, open_snapshot, sql_str
 from citegraph.graph.snapshot_writer import connect as writer_connect
@@ -61,7 +67,9 @@ def _export_sql(t: Table) -> str:
     order (path first: an imported full snapshot lies clustered by path like a built one)."""
     cols = ", ".join(f"CAST({c.name} AS {c.sql_type}) AS {c.name}" for c in t.columns)
     if t.name == "meta":  # an imported snapshot is a full one: it has no base
-        return "SELECT key, CASE WHEN key = 'base' THEN '' ELSE value END AS value FROM meta ORDER BY key"
+        # (and holds its import targets whole: the export reads them through the layered view)
+        return (f"SELECT key, CASE WHEN key = 'base' THEN '' ELSE value END AS value FROM meta "
+                f"WHERE key <> '{IMPORT_TARGETS_LAYOUT}' ORDER BY key")
     if t.name == "overrides":
         # A full commit snapshot lists the paths a delta over it must redo: its transient
         # skips (snapshot_builder.full_redo_paths; a commit snapshot has no dirty rows).

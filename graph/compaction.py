@@ -42,7 +42,7 @@ from citegraph.graph import edge_resolution
 from citegraph.graph.build_hooks import NO_HOOKS, BuildHooks, BuildStats, checkpoint
 from citegraph.graph.build_inventory import TRANSIENT_REASONS, in_tree
 from citegraph.graph.build_publish import publish_file, tmp_path
-from citegraph.graph.schema import SNAPSHOT_INDEXES
+from citegraph.graph.schema import IMPORT_TARGETS_LAYOUT, SNAPSHOT_INDEXES
 from citegraph.graph.snapshot_reader import read_parquet_tables
 from citegraph.graph.snapshot_writer import SnapshotWriter, close_snapshot, open_snapshot, sql_str
 from citegraph.graph.store import RepoStore
@@ -153,7 +153,8 @@ def _write_full(rs: RepoStore, entry: dict[str, Any], base: dict[str, Any], tmp:
         redo = _redo_paths(out, own, entry, repo_path)
         if redo:
             writer.bulk("overrides", {"path": redo})
-        writer.copy("meta", f"SELECT key, CASE WHEN key = 'base' THEN '' ELSE value END FROM {own('meta')}")
+        writer.copy("meta", f"SELECT key, CASE WHEN key = 'base' THEN '' ELSE value END FROM {own('meta')} "
+                    f"WHERE key <> '{IMPORT_TARGETS_LAYOUT}'")  # a full snapshot's import targets are whole
         # Derived rows recomputed over the union now held whole (what a clean build writes).
         edge_resolution.write_resolution(out, None)
         out.execute(SNAPSHOT_INDEXES)

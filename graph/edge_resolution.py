@@ -38,6 +38,8 @@ from collections.abc import Iterable
 import duckdb
 import pyarrow as pa
 
+from citegraph.graph.schema import IMPORT_TARGETS_LAYOUT, LAYOUT_CHANGED_PATHS
+
 RESOLVED_EDGE_COLUMNS = ("path", "source_handle", "kind", "target", "line", "target_handle", "target_path",
                          "tier", "rule")
 TIERS = ("resolved", "name-only", "unresolved")
@@ -80,10 +82,15 @@ def write_resolution(con: duckdb.DuckDBPyConnection, base_path: str | os.PathLik
             _register_imports(con, _mapping(con, None))
             _resolve(con, "_u_edges")
         else:
-            _delta_mapping(con, alias)
+            layered = _delta_mapping(con, alias)
             _affected(con, alias)
             _resolve(con, "_aff_edges")  # layered: readers lay these rows over the base's
-        con.execute("INSERT INTO main.import_targets SELECT * FROM _imports")
+        if alias is not None and layered:
+            con.execute("INSERT INTO main.import_targets SELECT * FROM _imports "
+                        "WHERE path IN (SELECT path FROM main.overrides)")
+            con.execute("INSERT INTO main.meta VALUES (?, ?)", [IMPORT_TARGETS_LAYOUT, LAYOUT_CHANGED_PATHS])
+        else:
+            con.execute("INSERT INTO main.import_targets SELECT * FROM _imports")
         return int(con.execute("SELECT count(*) FROM main.resolved_edges").fetchall()[0][0])
     finally:
         for name in (*STEP_TABLES, "_imports", "_aff_edges", "_aff_named", "_aff_names", "_aff_files"):
@@ -154,11 +161,12 @@ def _changed_mapping(con: duckdb.DuckDBPyConnection) -> Mapping:
     return _map_imports(FileIndex(rows), imports)
 
 
-def _delta_mapping(con: duckdb.DuckDBPyConnection, base: str) -> None:
+def _delta_mapping(con: duckdb.DuckDBPyConnection, base: str) -> bool:
     """Register ``_imports``, the union's import mapping, for a delta: the base's rows for
-    the unchanged files and new rows for the changed ones — or, when paths were added or
-    removed (the mapping of any file may change), computed anew; ``_aff_files`` then lists
-    the unchanged files whose mapping changed."""
+    the unchanged files and new rows for the changed ones (returns True: only the changed
+    paths' rows differ from the base's) — or, when paths were added or removed (the mapping
+    of any file may change), computed anew (returns False); ``_aff_files`` then lists the
+    unchanged files whose mapping changed."""
     files_changed = con.execute(f"""SELECT EXISTS (SELECT 1 FROM main.files f WHERE NOT EXISTS
             (SELECT 1 FROM {base}.files b WHERE b.path = f.path))
         OR EXISTS (SELECT 1 FROM {base}.files b SEMI JOIN main.overrides o ON o.path = b.path
@@ -170,11 +178,12 @@ def _delta_mapping(con: duckdb.DuckDBPyConnection, base: str) -> None:
               (SELECT * FROM _imports EXCEPT SELECT * FROM {base}.import_targets)
               UNION ALL (SELECT * FROM {base}.import_targets EXCEPT SELECT * FROM _imports))
             WHERE path NOT IN (SELECT path FROM main.overrides)""")
-        return
+        return False
     con.execute("CREATE OR REPLACE TEMP TABLE _aff_files AS SELECT ''::VARCHAR AS path WHERE false")
     # The unchanged files' rows stay in the database (copied by SQL, never through Python).
     _register_imports(con, _changed_mapping(con), kept=f"SELECT path, target, target_path, item FROM "
                       f"{base}.import_targets x WHERE NOT EXISTS (SELECT 1 FROM main.overrides o WHERE o.path = x.path)")
+    return True
 
 
 def _register_imports(con: duckdb.DuckDBPyConnection, cols: Mapping, kept: str | None = None) -> None:

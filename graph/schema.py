@@ -104,9 +104,12 @@ CREATE INDEX symbols_path ON symbols(path);
 CREATE INDEX damage_path ON damage(path);
 """
 # ``resolved_edges`` and ``import_targets`` (the files each import names) are derived per
-# snapshot from the (union) rows (graph/edge_resolution.py): a delta holds the whole
-# union's import targets, and the resolved rows of the edges it recomputed, which readers
-# lay over its base's rows.
+# snapshot from the (union) rows (graph/edge_resolution.py): a delta holds the resolved
+# rows of the edges it recomputed, which readers lay over its base's rows, and either the
+# whole union's import targets or — when its meta has IMPORT_TARGETS_LAYOUT =
+# LAYOUT_CHANGED_PATHS — only its changed paths' rows, laid over the base's like symbols.
+IMPORT_TARGETS_LAYOUT = "import_targets_layout"
+LAYOUT_CHANGED_PATHS = "changed-paths"
 
 # The facts cache holds, per (blob, language), the file facts and the snapshot rows as
 # first built at ``origin_path`` (handles are path-dependent: re-homed on reuse elsewhere).

@@ -18,6 +18,8 @@ import pyarrow.parquet as pq
 import pygit2
 
 from citegraph.graph.schema import (
+    IMPORT_TARGETS_LAYOUT,
+    LAYOUT_CHANGED_PATHS,
     PARQUET_TABLE_COLUMN,
     SNAPSHOT_SCHEMA_VERSION,
     SNAPSHOT_TABLES,
@@ -89,7 +91,13 @@ class Snapshot:
                             "AND r.target = x.target AND coalesce(r.source_handle, '') = coalesce(x.source_handle, '')")
             else:
                 con.execute(f"CREATE TEMP VIEW resolved_edges AS SELECT * FROM {own('resolved_edges')}")
-            con.execute(f"CREATE TEMP VIEW import_targets AS SELECT * FROM {own('import_targets')}")
+            if base:  # whole, or (graph/edge_resolution.py) the changed paths' rows over the base's
+                con.execute(f"CREATE TEMP VIEW import_targets AS SELECT * FROM {own('import_targets')} UNION ALL "
+                            f"SELECT x.* FROM {b}.import_targets x WHERE EXISTS (SELECT 1 FROM {own('meta')} m "
+                            f"WHERE m.key = '{IMPORT_TARGETS_LAYOUT}' AND m.value = '{LAYOUT_CHANGED_PATHS}') "
+                            f"AND NOT EXISTS (SELECT 1 FROM {own('overrides')} o WHERE o.path = x.path)")
+            else:
+                con.execute(f"CREATE TEMP VIEW import_targets AS SELECT * FROM {own('import_targets')}")
         except BaseException:
             _release(con, aliases)
             raise
