@@ -18,9 +18,7 @@ import errno
 import fcntl
 import json
 import os
-import socket
 import socketserver
-import struct
 import sys
 import threading
 import time
@@ -36,7 +34,14 @@ from citegraph.graph.store import Home, atomic_write_json, process_start
 from citegraph.indexer import gitrepo
 from citegraph.indexer.errors import CitegraphError
 from citegraph.schemas import iso_time, to_output
-from citegraph.server.locator import read_record, service_dir, socket_path
+from citegraph.server.locator import (
+    Untrusted,
+    check_private_dir,
+    peer_uid,
+    read_record,
+    service_dir,
+    socket_path,
+)
 
 DEFAULT_DEBOUNCE_MS = 20
 SUPERVISE_S = 0.5
@@ -409,12 +414,20 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     allow_reuse_address = False
 
 
-def _peer_uid(sock: socket.socket) -> int | None:
+def private_dir(path: Any) -> None:
+    """Create ``path`` (mode 0700) or accept it only when it is already this uid's own with
+    mode 0700; anything else is refused (exit 3). A directory another user created first
+    (``/tmp/citegraph-<uid>``) would let them replace the socket with their own."""
+    os.makedirs(os.path.dirname(os.fspath(path)), exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
     try:
-        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    except (OSError, AttributeError):
-        return None
-    return struct.unpack("3i", creds)[1]
+        check_private_dir(path)
+    except (Untrusted, OSError) as why:
+        raise CitegraphError(f"refusing to serve: {why}",
+                             "remove that directory (another user may have created it to take over the service's "
+                             "socket) or make it yours with mode 0700, then start the service again", code=3,
+                             kind="environment") from None
 
 
 class Endpoint:
@@ -432,8 +445,7 @@ class Endpoint:
 
     def acquire(self) -> None:
         """Take the one-service-per-home lock or say which service already runs."""
-        self.dir.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.dir, 0o700)
+        private_dir(self.dir)
         fd = os.open(self.dir / "service.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -449,8 +461,7 @@ class Endpoint:
 
     def open(self) -> None:
         self.acquire()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.path.parent, 0o700)
+        private_dir(self.path.parent)
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()  # a dead service's socket (we hold the lock: nobody uses it)
         endpoint = self
@@ -481,18 +492,18 @@ class Endpoint:
             self.server.shutdown()
             self.server.server_close()
             self.server = None
+            with contextlib.suppress(OSError):
+                self.path.unlink()  # only a socket this endpoint bound
         with contextlib.suppress(OSError):
             rec = json.loads((self.dir / "service.json").read_text())
             if rec.get("pid") == os.getpid():
                 (self.dir / "service.json").unlink()
-        with contextlib.suppress(OSError):
-            self.path.unlink()
         os.close(self._lock_fd)
         self._lock_fd = None
 
     def _serve_connection(self, h: socketserver.StreamRequestHandler) -> None:
-        uid = _peer_uid(h.connection)
-        if uid is not None and uid != os.getuid():
+        uid = peer_uid(h.connection)
+        if uid != os.getuid():  # unknown credentials are refused too
             _send(h, {"ok": False, "error": _error_json(CitegraphError(
                 "the service accepts requests only from its own user", "", code=3, kind="forbidden"))})
             return
