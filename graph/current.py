@@ -86,7 +86,7 @@ class CurrentState:
 
 def current_state(repo_path: str | os.PathLike[str], home: Home, at: str | None = None) -> CurrentState:
     """The state of ``repo_path`` now (or of commit ``at``): one git status, one catalog stat."""
-    t = resolve_target(repo_path, at)
+    t = resolve_target(repo_path, at, skip_dirs=(home.root,))
     rs = home.repo(t.identity.repository_id)
     return CurrentState(t.repo, t.identity, t.commit, t.state, t.snapshot_id, rs.entry(t.snapshot_id), rs,
                         path=os.fspath(repo_path), at=at, home=home)

@@ -77,6 +77,7 @@ class LiveRepo:
         self.commondir = Path(os.path.realpath(gitrepo.common_dir(repo)))
         self.identity = gitrepo.repository_identity(repo)
         self.exclude_abs = exclude_abs
+        self.skip = gitrepo.dirs_inside(self.root, exclude_abs)  # not watched, not part of the state
         self.on_change = on_change
         self.sync_timeout_s = sync_timeout_s
         self.lock = threading.RLock()
@@ -236,7 +237,7 @@ class LiveRepo:
         self.pending_git.clear()
         self.need_full = False
         self._repo = self._fresh_repo()
-        state = gitrepo.worktree_state(self._repo)
+        state = gitrepo.worktree_state(self._repo, self.skip)
         self.rescans += 1
         self._set(state.head, dict(state.dirty_paths), dict(state.from_index))
 
@@ -272,7 +273,7 @@ class LiveRepo:
         from_index = dict(self.from_index)
         with WorktreeReader(self.root) as reader:
             for p in paths:
-                if p == ".git" or p.startswith(".git/"):
+                if p == ".git" or p.startswith(".git/") or gitrepo.under_any(p, self.skip):
                     continue
                 stored = stored_path(p)
                 is_dirty, blob, mode = self._path_state(repo, tree, index, flags, reader, p)

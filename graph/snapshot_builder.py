@@ -92,7 +92,7 @@ def build_snapshot(repo_path: str | os.PathLike[str], home: Home, rev: str | Non
     lock another thread holds. ``hooks``: what a test injects (graph/build_hooks.py)."""
     hooks = hooks or NO_HOOKS
     t0 = time.perf_counter()
-    target = resolve_target(repo_path, rev, state)
+    target = resolve_target(repo_path, rev, state, skip_dirs=(home.root,))
     rs = home.repo(target.identity.repository_id)
     rs.ensure()
     info: dict[str, Any] = {"repository_id": target.identity.repository_id,
