@@ -529,20 +529,63 @@ class Endpoint:
         if handler is None:
             return {"ok": False, "error": _error_json(CitegraphError(f"unknown request {req['op']!r}", "",
                                                                      code=2, kind="usage"))}
-        args = req.get("args") or {}
+        args = req.get("args")
+        args = {} if args is None else args
         try:
+            check_args(args)
             return {"ok": True, "data": handler(self.service, args)}
         except CitegraphError as err:
             return {"ok": False, "error": _error_json(err)}
         except OSError as exc:
-            fname = f"{exc.filename}: " if exc.filename else ""
-            err = CitegraphError(f"{fname}{exc.strerror or exc}", "check disk space and permissions, then retry",
-                                 code=3, kind="environment")
+            fname = f"{shorten(os.fsdecode(exc.filename))}: " if exc.filename else ""
+            if exc.errno == errno.ENAMETOOLONG:
+                err = CitegraphError(f"{fname}{exc.strerror}", "pass a shorter path", code=2, kind="usage")
+            else:
+                err = CitegraphError(f"{fname}{exc.strerror or exc}", "check disk space and permissions, then retry",
+                                     code=3, kind="environment")
             return {"ok": False, "error": _error_json(err)}
         except Exception as exc:  # noqa: BLE001 - a bug in one request must not kill the service
             err = CitegraphError(f"internal error in {req['op']}: {type(exc).__name__}: {exc}", "", code=3,
                                  kind="internal")
             return {"ok": False, "error": _error_json(err)}
+
+
+MAX_ARG_DEPTH = 8
+
+
+def shorten(text: str, keep: int = 160) -> str:
+    """``text`` cut to ``keep`` characters (an error line never echoes a 100 kB path)."""
+    return text if len(text) <= keep else f"{text[:keep]}… ({len(text)} characters)"
+
+
+def check_args(args: Any) -> None:
+    """A request's ``args`` are a JSON object whose strings are text a path or a name can
+    hold: no NUL, no lone surrogate (JSON can spell ``\\ud800``). Anything else is one
+    usage error naming the argument — never an internal error from deep inside a call."""
+    if not isinstance(args, dict):
+        raise CitegraphError(f"malformed request: args must be a JSON object, not {type(args).__name__}",
+                             "send {\"op\": ..., \"args\": {...}}", code=2, kind="usage")
+
+    def walk(v: Any, where: str, depth: int) -> None:
+        if depth > MAX_ARG_DEPTH:
+            raise CitegraphError(f"request argument {where} is nested too deeply", "", code=2, kind="usage")
+        if isinstance(v, str):
+            if "\0" in v:
+                raise CitegraphError(f"request argument {where} holds a NUL character", "", code=2, kind="usage")
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                raise CitegraphError(f"request argument {where} is not valid UTF-8 (it holds a lone surrogate)",
+                                     "", code=2, kind="usage") from None
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                walk(k, where, depth + 1)
+                walk(x, f"{where}.{k}" if where else str(k), depth + 1)
+        elif isinstance(v, list):
+            for i, x in enumerate(v):
+                walk(x, f"{where}[{i}]", depth + 1)
+
+    walk(args, "", 0)
 
 
 def _error_json(err: CitegraphError) -> dict[str, Any]:
