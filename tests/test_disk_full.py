@@ -1,8 +1,10 @@
-"""Issue 20, item 8: a full disk under the memory store. ``remember`` and ``refresh`` used
+"""Issue 20, items 8 and 11: a full disk, and a read-only data home, under the memory store. ``remember`` and ``refresh`` used
 to end in a traceback (COMMIT failed on the WAL, then ROLLBACK raised "no transaction is
 active"). Now: one error line (exit 3) saying the disk is full, nothing lost, and both work
-again once there is space. The data home is on a real small tmpfs, mounted in a private
-mount namespace (root only) so nothing else on the machine sees it."""
+again once there is space. A read-only home is said to be read-only (it used to be
+"memory store unreadable — move the file aside": risky advice for a healthy store). The
+data home is on a real small tmpfs, or a real read-only bind mount, in a private mount
+namespace (root only) so nothing else on the machine sees it."""
 
 from __future__ import annotations
 
@@ -22,11 +24,14 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs need
 class Namespace:
     """A private mount namespace holding a tmpfs at ``mnt``; commands run inside it."""
 
-    def __init__(self, mnt: Path, size: str) -> None:
-        mnt.mkdir()
+    def __init__(self, mnt: Path, size: str | None = None, read_only: bool = False) -> None:
+        mnt.mkdir(exist_ok=True)
+        setup = f'mount -t tmpfs -o size={size} none "$1"' if size else 'mount --bind "$1" "$1"'
+        if read_only:
+            setup += ' && mount -o remount,ro,bind "$1"'
         self.p = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c",
-                                   f'mount -t tmpfs -o size={size} none "$1" && echo ready && exec sleep 600',
-                                   "sh", str(mnt)], stdout=subprocess.PIPE, text=True)
+                                   f'{setup} && echo ready && exec sleep 600', "sh", str(mnt)],
+                                  stdout=subprocess.PIPE, text=True)
         assert self.p.stdout.readline().strip() == "ready"
 
     def run(self, *cmd: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -41,7 +46,7 @@ class Namespace:
 
 @pytest.fixture
 def ns(tmp_path):
-    n = Namespace(tmp_path / "mnt", "64m")
+    n = Namespace(tmp_path / "mnt", size="64m")
     yield n
     n.close()
 
@@ -101,3 +106,27 @@ def test_remember_and_refresh_on_a_full_disk(ns, tmp_path, repo):
     assert len(json.loads(cli("list", "--json").stdout)["memories"]) == 2
     val = json.loads(cli("validate", "--format", "json", "--repo", str(repo.root)).stdout)
     assert {m["id"]: m["freshness"] for m in val["memories"]}[mid] == "fresh"
+
+
+def test_a_read_only_home_is_said_to_be_read_only(tmp_path, repo, home, run_cli):
+    repo.write("a.py", "def f():\n    return 1\n")
+    repo.commit("c1")
+    assert run_cli("index", str(repo.root)).returncode == 0
+    mem = run_cli("remember", "--text", "f returns one", "--repo", str(repo.root), "--code-ref", "a.py::f", "--json")
+    assert mem.returncode == 0, mem.stderr
+    before = home.memory_db.read_bytes()
+    ns = Namespace(home.root, read_only=True)
+    try:
+        env = {**os.environ, "CITEGRAPH_HOME": str(home.root)}
+        for args in (("remember", "--text", "more", "--repo", str(repo.root), "--no-service"),
+                     ("validate", "--repo", str(repo.root), "--no-service"),
+                     ("forget", json.loads(mem.stdout)["id"], "--yes")):
+            p = ns.run(sys.executable, "-m", "citegraph.cli.main", *args, env=env)
+            line = one_line(p)
+            assert "read-only" in line and "move the file aside" not in line, line
+            assert "not damaged" in line
+    finally:
+        ns.close()
+    assert home.memory_db.read_bytes() == before  # nothing lost, nothing changed
+    val = run_cli("validate", "--format", "json", "--repo", str(repo.root), "--no-service")
+    assert val.returncode == 0 and json.loads(val.stdout)["memories"][0]["freshness"] == "fresh"

@@ -224,7 +224,8 @@ def store_failure(exc: BaseException, path: Any) -> CitegraphError | None:
                               kind="disk-full")
     if "read-only file system" in low or "permission denied" in low or \
             ("cannot open database" in low and "read-only" in low):
-        return CitegraphError(f"{path}: the data home is read-only ({detail}); nothing was written",
+        return CitegraphError(f"{path}: the data home is read-only or not writable by you ({detail}); nothing "
+                              "was written",
                               "make the data home writable, or pass --home with a writable directory; the "
                               "store itself is not damaged", code=3, kind="read-only")
     if isinstance(exc, duckdb.IOException) or "could not write" in low or "could not read" in low:
