@@ -202,14 +202,22 @@ class LiveRepo:
         return self.apply()
 
     def apply(self) -> LiveView:
-        """Apply the pending changes (rehash only the named paths) and return the view."""
+        """Apply the pending changes (rehash only the named paths) and return the view.
+        A change it cannot read through (a file that grows while it is hashed) raises,
+        and the next apply rescans: the paths it had taken off the pending set are never
+        lost, so no stale state is ever served as current."""
         with self.lock:
-            if self.need_full or self.pending_git & set(FULL_RESCAN_GIT) or self._head_moved():
-                self._rescan()
-            elif self.pending_git:
-                self.pending_git.clear()  # other refs moved, HEAD did not
-            if self.pending_paths or self.pending_subtrees:
-                self._recheck()
+            try:
+                if self.need_full or self.pending_git & set(FULL_RESCAN_GIT) or self._head_moved():
+                    self._rescan()
+                elif self.pending_git:
+                    self.pending_git.clear()  # other refs moved, HEAD did not
+                if self.pending_paths or self.pending_subtrees:
+                    self._recheck()
+            except BaseException:
+                self.need_full = True
+                self.generation += 1  # whatever was read before this is not this state
+                raise
             return self.view()
 
     def view(self) -> LiveView:
