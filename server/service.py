@@ -427,7 +427,7 @@ def private_dir(path: Any) -> None:
         raise CitegraphError(f"refusing to serve: {why}",
                              "remove that directory (another user may have created it to take over the service's "
                              "socket) or make it yours with mode 0700, then start the service again", code=3,
-                             kind="environment") from None
+                             kind="socket-untrusted") from None
 
 
 class Endpoint:
@@ -460,6 +460,13 @@ class Endpoint:
         self._lock_fd = fd
 
     def open(self) -> None:
+        try:
+            self._open()
+        except BaseException:
+            self.close()  # the lock too: a refused start leaves nothing that says "running"
+            raise
+
+    def _open(self) -> None:
         self.acquire()
         private_dir(self.path.parent)
         with contextlib.suppress(FileNotFoundError):

@@ -333,3 +333,45 @@ def test_the_own_service_in_the_fallback_directory_is_used(tmp_path, make_repo):
             p.kill()
             p.wait()
         log.close()
+
+
+def test_mcp_with_a_planted_fallback_directory_serves_one_shot(tmp_path, attacker, make_repo):
+    """`citegraph mcp` hosts the service in-process; with the fallback directory planted it
+    says why in one line and serves its tools without the service (it used to chmod the
+    attacker's directory and serve there)."""
+    import anyio
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    home = long_home(tmp_path)
+    repo = make_repo()
+    mid = cited_and_changed(home, repo)
+    os.makedirs(f"/tmp/citegraph-{os.getuid()}", mode=0o700, exist_ok=True)
+    planted = tmp_path / "planted"
+    planted.mkdir(mode=0o700)
+    os.chown(planted, attacker.pw_uid, attacker.pw_gid)
+    prefix = ns(planted)
+    params = StdioServerParameters(command=prefix[0], args=[*prefix[1:], sys.executable, "-m", "citegraph.cli.main",
+                                                            "mcp"],
+                                   env={"CITEGRAPH_HOME": str(home.root), "PATH": os.environ.get("PATH", "")})
+    errlog = tmp_path / "mcp.err"
+    out: dict = {}
+
+    async def main() -> None:
+        with open(errlog, "w") as err:
+            async with stdio_client(params, errlog=err) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    with anyio.fail_after(TIMEOUT):
+                        res = await session.call_tool("validate", {"callerCwd": str(repo.root)})
+                        out["validate"] = json.loads(res.content[0].text)
+
+    anyio.run(main)
+    (m,) = out["validate"]["memories"]
+    assert (m["id"], m["freshness"], m["citations"][0]["outcome"]) == (mid, "stale", "changed")
+    err = errlog.read_text()
+    assert "Traceback" not in err
+    assert "refusing to serve" in err and f"owned by uid {attacker.pw_uid}" in err, err
+    assert "serving without the resident service" in err
+    assert [p.name for p in planted.iterdir()] == []  # nothing created in the attacker's directory
+    assert not (service_dir(home) / "service.json").exists()
