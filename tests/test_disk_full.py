@@ -108,7 +108,7 @@ def test_remember_and_refresh_on_a_full_disk(ns, tmp_path, repo):
     assert {m["id"]: m["freshness"] for m in val["memories"]}[mid] == "fresh"
 
 
-def test_a_read_only_home_is_said_to_be_read_only(tmp_path, repo, home, run_cli):
+def test_a_read_only_home_is_said_to_be_read_only_and_reads_still_answer(tmp_path, repo, home, run_cli):
     repo.write("a.py", "def f():\n    return 1\n")
     repo.commit("c1")
     assert run_cli("index", str(repo.root)).returncode == 0
@@ -119,12 +119,19 @@ def test_a_read_only_home_is_said_to_be_read_only(tmp_path, repo, home, run_cli)
     try:
         env = {**os.environ, "CITEGRAPH_HOME": str(home.root)}
         for args in (("remember", "--text", "more", "--repo", str(repo.root), "--no-service"),
-                     ("validate", "--repo", str(repo.root), "--no-service"),
                      ("forget", json.loads(mem.stdout)["id"], "--yes")):
             p = ns.run(sys.executable, "-m", "citegraph.cli.main", *args, env=env)
             line = one_line(p)
             assert "read-only" in line and "move the file aside" not in line, line
             assert "not damaged" in line
+        # reads still answer (validate caches nothing then)
+        val = ns.run(sys.executable, "-m", "citegraph.cli.main", "validate", "--format", "json", "--repo",
+                     str(repo.root), "--no-service", env=env)
+        assert val.returncode == 0 and "Traceback" not in val.stderr, val.stderr
+        assert json.loads(val.stdout)["memories"][0]["freshness"] == "fresh"
+        for args in (("list", "--json"), ("history", json.loads(mem.stdout)["id"])):
+            p = ns.run(sys.executable, "-m", "citegraph.cli.main", *args, env=env)
+            assert p.returncode == 0 and p.stderr == "", (args, p.stderr)
     finally:
         ns.close()
     assert home.memory_db.read_bytes() == before  # nothing lost, nothing changed

@@ -242,6 +242,7 @@ class MemoryStore:
         self.con = con
         self.path = path if path is not None else "the memory store"
         self.broken = False  # a write failed on the disk: this connection is not reused
+        self._read_only = False  # opened read-only for a read that would cache (open_caching)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -277,6 +278,25 @@ class MemoryStore:
                 pass
             with cls._open(home, read_only, wait_s) as ms:
                 yield ms
+
+    @classmethod
+    @contextmanager
+    def open_caching(cls, home: Home, wait_s: float = LOCK_WAIT_S) -> Iterator[MemoryStore]:
+        """For a read that also caches (validate: observations): read-write when the home
+        allows it, else — a read-only data home — read-only, caching nothing. A read
+        never fails only because the home cannot be written."""
+        entered = False
+        try:
+            with cls.open(home, wait_s=wait_s) as ms:
+                entered = True
+                yield ms
+            return
+        except CitegraphError as err:
+            if entered or err.kind != "read-only" or not home.memory_db.exists():
+                raise
+        with cls.open(home, read_only=True, wait_s=wait_s) as ms:
+            ms._read_only = True
+            yield ms
 
     @classmethod
     @contextmanager
