@@ -58,6 +58,19 @@ def preload_for_forkserver(context: object) -> None:
     context.set_forkserver_preload([GUARD_MODULE, "__main__"])  # type: ignore[attr-defined]
 
 
+def start_forkserver() -> None:
+    """Start the fork server now, from the calling thread. ``PR_SET_PDEATHSIG`` fires when
+    the *thread* that started a process ends, not only the process: the service calls this
+    from its main thread at start, so that a request thread that happens to run the first
+    pooled build (and then ends) does not take the fork server, and the pool of a build
+    running meanwhile in the builder thread, down with it."""
+    import multiprocessing as mp
+    from multiprocessing import forkserver
+
+    preload_for_forkserver(mp.get_context("forkserver"))
+    forkserver.ensure_running()
+
+
 def _imported_by_forkserver() -> bool:
     """True when this import runs inside ``multiprocessing.forkserver.main`` (the fork
     server's preload), never in the service or any other importer."""

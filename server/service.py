@@ -368,6 +368,10 @@ class Service:
         from citegraph.memory.lifecycle.store import MemoryStore
 
         MemoryStore.keep_open_between_calls(STORE_LINGER_S)
+        if self.pool_context == "forkserver":
+            from citegraph.graph.forkserver_guard import start_forkserver
+
+            start_forkserver()  # from this (long-lived) thread: see its docstring
         targets = [(self._supervise, "citegraph-supervisor")]
         if builder_thread:
             targets.append((self._builder, "citegraph-builder"))
