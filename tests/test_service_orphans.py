@@ -98,3 +98,38 @@ def test_kill9_of_serve_during_a_build_leaves_no_process(make_repo, home, tmp_pa
     res = subprocess.run([sys.executable, "-m", "citegraph.cli.main", "index", str(repo.root), "--no-service"],
                          env=env, capture_output=True, text=True, timeout=TIMEOUT)
     assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+
+
+def test_the_fork_server_outlives_the_thread_of_a_request(make_repo, home):
+    """PR_SET_PDEATHSIG follows the *thread* that started a process. The service starts its
+    fork server from the thread that calls ``start`` (its main thread), so a request thread
+    that runs a pooled build and ends does not take the fork server down — nor the pool of
+    a build the builder thread runs meanwhile."""
+    import threading
+    from multiprocessing import forkserver
+
+    from citegraph.graph.snapshot_builder import build_snapshot
+    from citegraph.server.service import Service
+
+    repo = make_repo()
+    for i in range(120):
+        repo.write(f"m{i}.py", f"def f{i}():\n    return {i}\n")
+    repo.commit("c1")
+    svc = Service(home, auto_build=False)  # pool_context="forkserver", as in serve
+    svc.start()
+    try:
+        out: dict = {}
+
+        def request() -> None:  # as a connection thread runs `index --rev`
+            out["res"] = build_snapshot(repo.root, home, rev="HEAD", jobs=2, pool_context=svc.pool_context)
+
+        t = threading.Thread(target=request)
+        t.start()
+        t.join(TIMEOUT)
+        assert out["res"].files == 120
+        pid = forkserver._forkserver._forkserver_pid  # the fork server the pool came from
+        assert pid is not None
+        time.sleep(0.5)  # a signal on the thread's end would have arrived by now
+        assert os.waitpid(pid, os.WNOHANG) == (0, 0)  # still running (not killed with the thread)
+    finally:
+        svc.close()
