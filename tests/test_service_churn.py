@@ -61,7 +61,10 @@ def test_validate_while_a_cited_file_grows(repo, home):
         finally:
             stop.set()
             writer.join(30)
-        assert outcomes and any(o == ("unknown", "racing") for o in outcomes), outcomes
+        # unknown (racing, or not-current while the builder is behind) or changed — which of
+        # them depends on timing; an error or an exact answer never
+        assert len(outcomes) == ROUNDS
+        assert {r for o, r in outcomes if o == "unknown"} <= {"racing", "not-current"}, outcomes
         # writes stopped: the service settles (builds the final state), and then answers
         # exactly what the one-shot path answers for it
         deadline = time.monotonic() + 60
