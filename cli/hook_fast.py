@@ -19,6 +19,7 @@ from typing import Any
 HOOK_TIMEOUT_S = 10.0  # the service's answer; the one-shot path is bounded by its own reads
 MAX_EVENT_BYTES = 64 << 20  # a Write event carries the whole new file
 FILE_KEYS = ("file_path", "notebook_path")  # Edit, MultiEdit, Write (file_path); NotebookEdit
+MAX_PATH_BYTES = 4096  # Linux's PATH_MAX
 
 
 class BadEvent(Exception):
@@ -55,12 +56,27 @@ def edited_file(event: dict[str, Any]) -> str | None:
     for key in FILE_KEYS:
         value = tool_input.get(key)
         if isinstance(value, str) and value and "\0" not in value:
+            check_path(key, value)
             if os.path.isabs(value):
                 return value
             cwd = event.get("cwd")
             base = cwd if isinstance(cwd, str) and os.path.isabs(cwd) else os.getcwd()
             return os.path.join(base, value)
     return None
+
+
+def check_path(key: str, value: str) -> None:
+    """A path no file can have is a bad event (one line, nothing checked), never an
+    exception from deep inside: JSON can spell a lone surrogate, and a path may be longer
+    than any the system accepts."""
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise BadEvent(f"the hook event's tool_input.{key} is not valid UTF-8 (it holds a lone surrogate); "
+                       "nothing was checked") from None
+    if size > MAX_PATH_BYTES:
+        raise BadEvent(f"the hook event's tool_input.{key} is {size} bytes long, more than a path can be "
+                       f"({MAX_PATH_BYTES}); nothing was checked")
 
 
 def emit(out: dict[str, Any] | None) -> None:
@@ -100,6 +116,12 @@ def run_pre_edit(home_root: str | None, no_service: bool) -> int:
         sys.stderr.write(err.line() + "\n")
         return 1
     except (KeyboardInterrupt, BrokenPipeError):
+        return 1
+    except OSError as exc:
+        name = os.fsdecode(exc.filename) if exc.filename else ""
+        name = name if len(name) <= 160 else f"{name[:160]}… ({len(name)} characters)"
+        sys.stderr.write(f"citegraph hook: {name + ': ' if name else ''}{exc.strerror or exc} — nothing was "
+                         "checked; the edit goes on\n")
         return 1
     except Exception as exc:  # noqa: BLE001 - a hook must not break the agent's edit
         if os.environ.get("CITEGRAPH_DEBUG"):

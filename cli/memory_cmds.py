@@ -85,7 +85,7 @@ def show(ctx: click.Context, memory_id: str, as_json: bool) -> None:
     """Show one memory and its citations (receipts)."""
     from citegraph.memory.lifecycle.store import MemoryStore
 
-    with MemoryStore.open(get_home(ctx)) as ms:
+    with MemoryStore.open(get_home(ctx), read_only=True) as ms:
         mem = ms.require(memory_id)
     if as_json:
         emit_json(mem.to_json())
@@ -108,7 +108,7 @@ def list_(ctx: click.Context, project: str | None, include_archived: bool, as_js
     from citegraph.memory import api
     from citegraph.memory.lifecycle.store import MemoryStore
 
-    with MemoryStore.open(get_home(ctx)) as ms:
+    with MemoryStore.open(get_home(ctx), read_only=True) as ms:
         mems = api.select_memories(ms, None, project, include_archived)
     if as_json:
         emit_json({"memories": [m.to_json() for m in mems]})
@@ -128,7 +128,7 @@ def history(ctx: click.Context, memory_id: str, as_json: bool) -> None:
     """All revisions of a memory (append-only)."""
     from citegraph.memory.lifecycle.store import MemoryStore
 
-    with MemoryStore.open(get_home(ctx)) as ms:
+    with MemoryStore.open(get_home(ctx), read_only=True) as ms:
         revs = ms.history(memory_id)
     if as_json:
         emit_json({"id": memory_id, "revisions": revs})

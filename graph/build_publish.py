@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -42,14 +43,23 @@ def failure_reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def tmp_path(rs: RepoStore, snapshot_id: str, suffix: str = "duckdb") -> Path:
-    """Where this process builds ``snapshot_id`` (``gc`` removes it once the pid is dead)."""
-    return rs.root / "tmp" / f"{snapshot_id}.{os.getpid()}.{suffix}"
+def op_token() -> str:
+    """A name for one operation (a build, an import, a compaction) of this process: its
+    temporaries carry it, so cleaning up after one never touches another's."""
+    return "op" + uuid.uuid4().hex[:12]  # never all digits: gc reads the pid as the first all-digit part
 
 
-def cleanup_tmp(rs: RepoStore) -> None:
-    """Remove this process's files in ``tmp/`` (after a failed build)."""
-    for p in (rs.root / "tmp").glob(f"*.{os.getpid()}.*"):
+def tmp_path(rs: RepoStore, snapshot_id: str, suffix: str = "duckdb", op: str | None = None) -> Path:
+    """Where one operation of this process writes ``snapshot_id``: named per process
+    (``gc`` removes it once the pid is dead) and per operation (``op``, default a new
+    one), so a failed build's cleanup leaves a concurrent compaction's file alone."""
+    return rs.root / "tmp" / f"{snapshot_id}.{os.getpid()}.{op or op_token()}.{suffix}"
+
+
+def cleanup_tmp(rs: RepoStore, op: str) -> None:
+    """Remove operation ``op``'s files in ``tmp/`` (after it failed), DuckDB's side files
+    (``.wal``) included — nothing of another operation, even of this process."""
+    for p in (rs.root / "tmp").glob(f"*.{os.getpid()}.{op}.*"):
         try:
             p.unlink()
         except OSError:
@@ -81,20 +91,22 @@ def mark_ready(rs: RepoStore, entry: dict[str, Any], summary: dict[str, Any], no
     rs.write_entry(entry)
 
 
-def publish_entry(rs: RepoStore, entry: dict[str, Any], write: Callable[[], dict[str, Any]]) -> None:
+def publish_entry(rs: RepoStore, entry: dict[str, Any], write: Callable[[str], dict[str, Any]]) -> None:
     """The catalog states around writing one snapshot: ``building`` (with this process's
-    pid) before any work; then ``ready`` with the summary ``write`` returns (it wrote and
-    published the file), or ``failed`` with the reason — this process's ``tmp/`` files
-    removed — when it raises (a build, a checkpoint import)."""
+    pid) before any work; then ``ready`` with the summary ``write(op)`` returns (it wrote
+    and published the file, its temporaries named by ``tmp_path(..., op=op)``), or
+    ``failed`` with the reason — that operation's ``tmp/`` files removed, and only
+    those — when it raises (a build, a checkpoint import)."""
     entry.update(state="building", pid=os.getpid(), pid_start=process_start(os.getpid()), created_at=time.time())
     rs.write_entry(entry)
+    op = op_token()
     try:
-        summary = write()
+        summary = write(op)
     except BaseException as exc:
         entry.update(state="failed", reason=failure_reason(exc), finished_at=time.time())
         try:
             rs.write_entry(entry)
         finally:
-            cleanup_tmp(rs)
+            cleanup_tmp(rs, op)
         raise
     mark_ready(rs, entry, summary, time.time())

@@ -48,18 +48,21 @@ class BuildTarget:
 
 
 def resolve_target(repo_path: str | os.PathLike[str], rev: str | None = None,
-                   state: gitrepo.WorktreeState | None = None) -> BuildTarget:
+                   state: gitrepo.WorktreeState | None = None,
+                   skip_dirs: tuple[str | os.PathLike[str], ...] = ()) -> BuildTarget:
     """What a build (or a read) is about: the commit of ``rev``, or the worktree's state —
-    scanned now, or ``state`` as the resident service already knows it."""
+    scanned now, or ``state`` as the resident service already knows it. ``skip_dirs``:
+    absolute directories that are no part of the scanned state (the data home, when it
+    lies in the worktree: ``gitrepo.dirs_inside``)."""
     repo = gitrepo.open_repository(repo_path)
     identity = gitrepo.repository_identity(repo)
     if rev is not None:
         commit = gitrepo.resolve_rev(repo, rev)
         state = None
     else:
-        gitrepo.workdir(repo)
+        root = gitrepo.workdir(repo)
         if state is None:
-            state = gitrepo.worktree_state(repo)
+            state = gitrepo.worktree_state(repo, gitrepo.dirs_inside(root, skip_dirs))
         commit = state.head
     config = parse_config(gitrepo.commit_tree_file(repo, commit, CONFIG_FILE), CONFIG_FILE)
     fp = state.dirty_fingerprint if state else None

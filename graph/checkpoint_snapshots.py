@@ -222,14 +222,14 @@ def load_snapshot(home: Home, checked: CheckedSnapshot) -> str:
             "snapshot_id": sid, "repository_id": part.repository_id, "kind": "commit", "commit": s["commit"],
             "dirty_fingerprint": None, "extractor_version": EXTRACTOR_VERSION, "config": s["config"],
             "schema_version": SNAPSHOT_SCHEMA_VERSION}
-        publish_entry(rs, entry, lambda: {**checked.summary, "bytes": _write(rs, checked)})
+        publish_entry(rs, entry, lambda op: {**checked.summary, "bytes": _write(rs, checked, op)})
     return "imported"
 
 
-def _write(rs: RepoStore, checked: CheckedSnapshot) -> int:
+def _write(rs: RepoStore, checked: CheckedSnapshot, op: str) -> int:
     """The full snapshot file, written aside and published (its size)."""
     sid = checked.snapshot_id
-    tmp = tmp_path(rs, sid, "duckdb")
+    tmp = tmp_path(rs, sid, "duckdb", op)
     out = writer_connect(rs)
     try:
         out.execute(f"SET threads = {max(1, os.cpu_count() or 1)}")

@@ -9,7 +9,7 @@ by SQL, nothing parsed — and the next build layers its delta over that.
 
 Crash safety and reader isolation (SPEC §4, docs/storage.md):
 
-1. nothing is locked while the rows are written to ``tmp/<id>.<pid>.duckdb`` (stage
+1. nothing is locked while the rows are written to ``tmp/<id>.<pid>.<op>.duckdb`` (stage
    ``compact-write``); builds and readers go on; one compaction per repository at a time
    (``compact.lock``, never waited for);
 2. under the build lock (stage ``compact-publish`` before it), the entry is read again —
@@ -41,7 +41,7 @@ import pygit2
 from citegraph.graph import edge_resolution
 from citegraph.graph.build_hooks import NO_HOOKS, BuildHooks, BuildStats, checkpoint
 from citegraph.graph.build_inventory import TRANSIENT_REASONS, in_tree
-from citegraph.graph.build_publish import publish_file, tmp_path
+from citegraph.graph.build_publish import cleanup_tmp, op_token, publish_file, tmp_path
 from citegraph.graph.schema import IMPORT_TARGETS_LAYOUT, SNAPSHOT_INDEXES
 from citegraph.graph.snapshot_reader import read_parquet_tables
 from citegraph.graph.snapshot_writer import SnapshotWriter, close_snapshot, open_snapshot, sql_str
@@ -107,7 +107,8 @@ def compact(rs: RepoStore, snapshot_id: str, repo_path: str | None = None,
         base = rs.entry(entry["base"]) if entry.get("base") else None
         if not base or base.get("state") != "ready":
             return None
-        tmp = tmp_path(rs, snapshot_id, "duckdb")
+        op = op_token()  # its own temporaries: another build's cleanup never removes them
+        tmp = tmp_path(rs, snapshot_id, "duckdb", op)
         try:
             checkpoint("compact-write", stats, hooks)
             _write_full(rs, entry, base, tmp, repo_path, stats)
@@ -123,7 +124,7 @@ def compact(rs: RepoStore, snapshot_id: str, repo_path: str | None = None,
                 now.update(layout="full", bytes=size, published_at=time.time(), compacted_from=entry["base"])
                 rs.write_entry(now)
         finally:
-            tmp.unlink(missing_ok=True)
+            cleanup_tmp(rs, op)  # the file unless published, and DuckDB's side files
         checkpoint("compacted", stats, hooks)
         return now
 

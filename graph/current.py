@@ -12,6 +12,7 @@ sequence number). Tests inject a wrapper whose ``moved`` first changes the repos
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -21,6 +22,9 @@ from citegraph.graph.build_target import resolve_target
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.graph.store import Home, RepoStore
 from citegraph.indexer import gitrepo
+from citegraph.indexer.worktree import ChangedWhileReading
+
+SCAN_ATTEMPTS = 3  # a file growing under the one-shot scan is read again this often
 
 
 @dataclass
@@ -86,7 +90,7 @@ class CurrentState:
 
 def current_state(repo_path: str | os.PathLike[str], home: Home, at: str | None = None) -> CurrentState:
     """The state of ``repo_path`` now (or of commit ``at``): one git status, one catalog stat."""
-    t = resolve_target(repo_path, at)
+    t = resolve_target(repo_path, at, skip_dirs=(home.root,))
     rs = home.repo(t.identity.repository_id)
     return CurrentState(t.repo, t.identity, t.commit, t.state, t.snapshot_id, rs.entry(t.snapshot_id), rs,
                         path=os.fspath(repo_path), at=at, home=home)
@@ -112,7 +116,16 @@ class ScanSource:
     """The one-shot path: a git-status scan per read, and another one for ``moved``."""
 
     def read(self, repo_path: str | os.PathLike[str], home: Home, at: str | None = None) -> CurrentState:
-        return current_state(repo_path, home, at)
+        """The scan; a file that changes while it is hashed is read again (a few times,
+        briefly), then the change is reported (retryable)."""
+        for attempt in range(SCAN_ATTEMPTS):
+            try:
+                return current_state(repo_path, home, at)
+            except ChangedWhileReading:
+                if attempt + 1 == SCAN_ATTEMPTS:
+                    raise
+                time.sleep(0.02 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     def moved(self, cur: CurrentState) -> bool:
         try:

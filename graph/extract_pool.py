@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
-import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -25,6 +23,7 @@ import pyarrow as pa
 import pygit2
 
 from citegraph.graph.fact_rows import Columns, add_rows, empty_columns
+from citegraph.graph.forkserver_guard import die_with_parent, preload_for_forkserver
 from citegraph.graph.schema import DAMAGE_COLUMNS, EDGE_COLUMNS, SYMBOL_COLUMNS, TABLES
 from citegraph.indexer.blob_facts import facts_for_blob
 
@@ -93,33 +92,6 @@ def _worker_init(repo_path: str, parent_pid: int) -> None:
     _WORKER_REPO = pygit2.Repository(repo_path)
 
 
-PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent(parent_pid: int) -> None:
-    """Make this (forked) worker die when its parent does, however the parent died.
-
-    Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``; elsewhere a daemon thread polls the
-    parent pid. Checked once more after arming: a parent that died before is noticed."""
-    armed = False
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        armed = libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        armed = False
-    if not armed:
-        def watch() -> None:
-            while os.getppid() == parent_pid:
-                time.sleep(0.5)
-            os._exit(1)
-
-        threading.Thread(target=watch, daemon=True, name="citegraph-parent-watch").start()
-    if os.getppid() != parent_pid:
-        os._exit(1)
-
-
 def _extract_batch(batch: list[Job]) -> Packed:
     assert _WORKER_REPO is not None
     return pack([extract_job(_WORKER_REPO, job) for job in batch])
@@ -160,7 +132,10 @@ def extract_all(repo: pygit2.Repository, jobs_list: list[Job], workers: int, poo
     if workers > 1 and len(jobs_list) >= POOL_THRESHOLD:
         import multiprocessing as mp
 
-        pool = ProcessPoolExecutor(workers, mp_context=mp.get_context(pool_context), initializer=_worker_init,
+        context = mp.get_context(pool_context)
+        if pool_context == "forkserver":
+            preload_for_forkserver(context)  # the fork server and its children die with us
+        pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init,
                                    initargs=(repo.path, os.getpid() if pool_context == "fork" else 0))
         try:
             todo = iter(chunks)

@@ -16,6 +16,7 @@ from citegraph.graph.current import CurrentState
 from citegraph.graph.live_state import LiveRepo, LiveView, SyncFailed
 from citegraph.graph.store import Home
 from citegraph.indexer import gitrepo
+from citegraph.indexer.worktree import ChangedWhileReading
 
 
 def current_for_state(repo_path: str | os.PathLike[str], home: Home, state: gitrepo.WorktreeState,
@@ -50,12 +51,23 @@ class LiveSource:
         live = self.lookup(os.fspath(repo_path))
         try:
             view = live.sync()
+        except ChangedWhileReading:
+            # A file changed under the hashing (it grew while being read): the worktree is
+            # moving. Answer for the last state the watcher knew, marked raced: every
+            # observation of it is unknown/racing, a capture is refused — never an error,
+            # never a stale state served as current.
+            cur = current_for_state(live.root, home, live.view().state, live.view().token)
+            cur.fence = ("sync-failed",)
+            return cur
         except SyncFailed:
             # The watcher cannot vouch for the state (dead, restarting, stalled): read it
             # by a scan so the caller learns what there is, but mark the read raced, so
             # every observation of it is unknown/racing and a capture is refused.
             assert self.fallback is not None
-            cur = self.fallback.read(live.root, home)  # type: ignore[attr-defined]
+            try:
+                cur = self.fallback.read(live.root, home)  # type: ignore[attr-defined]
+            except ChangedWhileReading:
+                cur = current_for_state(live.root, home, live.view().state, live.view().token)
             cur.fence = ("sync-failed",)
             return cur
         cur = current_for_state(live.root, home, view.state, view.token)
@@ -72,6 +84,6 @@ class LiveSource:
             return self.fallback.moved(cur)  # type: ignore[attr-defined]
         try:
             view = self.lookup(cur.path).sync()
-        except SyncFailed:
+        except (SyncFailed, ChangedWhileReading):
             return True
         return view.token != cur.fence[1]

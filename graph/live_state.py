@@ -77,6 +77,7 @@ class LiveRepo:
         self.commondir = Path(os.path.realpath(gitrepo.common_dir(repo)))
         self.identity = gitrepo.repository_identity(repo)
         self.exclude_abs = exclude_abs
+        self.skip = gitrepo.dirs_inside(self.root, exclude_abs)  # not watched, not part of the state
         self.on_change = on_change
         self.sync_timeout_s = sync_timeout_s
         self.lock = threading.RLock()
@@ -201,14 +202,22 @@ class LiveRepo:
         return self.apply()
 
     def apply(self) -> LiveView:
-        """Apply the pending changes (rehash only the named paths) and return the view."""
+        """Apply the pending changes (rehash only the named paths) and return the view.
+        A change it cannot read through (a file that grows while it is hashed) raises,
+        and the next apply rescans: the paths it had taken off the pending set are never
+        lost, so no stale state is ever served as current."""
         with self.lock:
-            if self.need_full or self.pending_git & set(FULL_RESCAN_GIT) or self._head_moved():
-                self._rescan()
-            elif self.pending_git:
-                self.pending_git.clear()  # other refs moved, HEAD did not
-            if self.pending_paths or self.pending_subtrees:
-                self._recheck()
+            try:
+                if self.need_full or self.pending_git & set(FULL_RESCAN_GIT) or self._head_moved():
+                    self._rescan()
+                elif self.pending_git:
+                    self.pending_git.clear()  # other refs moved, HEAD did not
+                if self.pending_paths or self.pending_subtrees:
+                    self._recheck()
+            except BaseException:
+                self.need_full = True
+                self.generation += 1  # whatever was read before this is not this state
+                raise
             return self.view()
 
     def view(self) -> LiveView:
@@ -236,7 +245,7 @@ class LiveRepo:
         self.pending_git.clear()
         self.need_full = False
         self._repo = self._fresh_repo()
-        state = gitrepo.worktree_state(self._repo)
+        state = gitrepo.worktree_state(self._repo, self.skip)
         self.rescans += 1
         self._set(state.head, dict(state.dirty_paths), dict(state.from_index))
 
@@ -272,7 +281,7 @@ class LiveRepo:
         from_index = dict(self.from_index)
         with WorktreeReader(self.root) as reader:
             for p in paths:
-                if p == ".git" or p.startswith(".git/"):
+                if p == ".git" or p.startswith(".git/") or gitrepo.under_any(p, self.skip):
                     continue
                 stored = stored_path(p)
                 is_dirty, blob, mode = self._path_state(repo, tree, index, flags, reader, p)

@@ -92,7 +92,7 @@ def build_snapshot(repo_path: str | os.PathLike[str], home: Home, rev: str | Non
     lock another thread holds. ``hooks``: what a test injects (graph/build_hooks.py)."""
     hooks = hooks or NO_HOOKS
     t0 = time.perf_counter()
-    target = resolve_target(repo_path, rev, state)
+    target = resolve_target(repo_path, rev, state, skip_dirs=(home.root,))
     rs = home.repo(target.identity.repository_id)
     rs.ensure()
     info: dict[str, Any] = {"repository_id": target.identity.repository_id,
@@ -112,7 +112,8 @@ def build_snapshot(repo_path: str | os.PathLike[str], home: Home, rev: str | Non
         if existing and existing["state"] == "ready":
             return _result(target, existing, True, time.perf_counter() - t0, stats)
         entry = base_entry(target)
-        publish_entry(rs, entry, lambda: _assemble(target, rs, stats, progress, jobs, pool_context, hooks))
+        publish_entry(rs, entry, lambda op: _assemble(target, rs, stats, progress, jobs, pool_context, hooks,
+                                                        op))
         checkpoint("published", stats, hooks)
     return _result(target, entry, False, time.perf_counter() - t0, stats)
 
@@ -140,14 +141,14 @@ PARQUET_MAX_FILES = INDEX_MIN_ROWS  # a delta of at most this many file rows is 
 
 
 def _assemble(target: BuildTarget, rs: RepoStore, stats: BuildStats, progress: ProgressFn | None,
-              jobs: int | None, pool_context: str, hooks: BuildHooks) -> dict[str, Any]:
+              jobs: int | None, pool_context: str, hooks: BuildHooks, op: str) -> dict[str, Any]:
     checkpoint("inventory", stats, hooks)
     out = writer_connect(rs)
     try:
         p = plan(target, rs, out, stats)
         container = "parquet" if p.base is not None and len(p.rows) + len(p.overrides) <= PARQUET_MAX_FILES \
             else "duckdb"
-        tmp = tmp_path(rs, target.snapshot_id, container)
+        tmp = tmp_path(rs, target.snapshot_id, container, op)
         open_snapshot(out, rs, tmp, container)
         rows = p.rows
         facts_cache.attach(out, rs)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import uuid
 from pathlib import Path
 
 import duckdb
@@ -56,7 +57,7 @@ def empty_snapshot_file(rs: RepoStore, dest: Path) -> None:
     """Start from a copy of an empty snapshot database (schema only): cheaper than DDL."""
     template = rs.root / "tmp" / f"empty-v{SNAPSHOT_SCHEMA_VERSION}.duckdb"
     if not template.exists():
-        staging = template.with_name(f"{template.name}.{os.getpid()}.staging")
+        staging = template.with_name(f"{template.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.staging")
         con = duckdb.connect(str(staging))
         try:
             con.execute(SNAPSHOT_DDL)

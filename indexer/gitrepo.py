@@ -154,7 +154,26 @@ def resolve_rev(repo: pygit2.Repository, rev: str) -> str:
     return str(commit.id)
 
 
-def worktree_state(repo: pygit2.Repository) -> WorktreeState:
+def dirs_inside(root: str | os.PathLike[str], dirs: tuple[str | os.PathLike[str], ...]) -> tuple[str, ...]:
+    """The worktree-relative paths (``/``-separated) of those of ``dirs`` that lie inside
+    the worktree ``root`` (both resolved), e.g. a data home kept in the repository. Their
+    content is citegraph's own, changing under every build: never part of a worktree's
+    state (the service does not watch it, and the one-shot scan skips it the same way)."""
+    base = os.path.realpath(root)
+    out = []
+    for d in dirs:
+        full = os.path.realpath(d)
+        if full != base and full.startswith(base.rstrip(os.sep) + os.sep):
+            out.append(os.path.relpath(full, base).replace(os.sep, "/"))
+    return tuple(out)
+
+
+def under_any(path: str, prefixes: tuple[str, ...]) -> bool:
+    """``path`` (worktree-relative) is one of ``prefixes`` or lies below one."""
+    return any(path == p or path.startswith(p + "/") for p in prefixes)
+
+
+def worktree_state(repo: pygit2.Repository, skip: tuple[str, ...] = ()) -> WorktreeState:
     """HEAD and the dirty fingerprint (blake3 over sorted (path, content hash)).
 
     ``git status`` semantics (libgit2) name the dirty paths; their content is read only
@@ -162,7 +181,8 @@ def worktree_state(repo: pygit2.Repository) -> WorktreeState:
     device, nothing outside the worktree). Paths are stored paths (indexer.paths). A path
     outside a sparse checkout (skip-worktree) is neither dirty nor deleted: git takes its
     worktree content to be the index's blob (indexer.sparse). A sparse index, which libgit2
-    cannot read, is read by ``git status`` itself."""
+    cannot read, is read by ``git status`` itself. ``skip``: worktree-relative directories
+    that are not part of the state (``dirs_inside``: a data home in the worktree)."""
     head = head_commit(repo)
     root = workdir(repo)
     try:
@@ -171,12 +191,14 @@ def worktree_state(repo: pygit2.Repository) -> WorktreeState:
     except pygit2.GitError as exc:
         if not sparse.is_sparse_index_error(exc):
             raise
-        return _state_by_git(repo, head, root)
+        return _state_by_git(repo, head, root, skip)
     dirty: list[tuple[str, str | None]] = []
     from_index: list[tuple[str, int]] = []
     with WorktreeReader(root) as reader:
         for path, f in status.items():
             if f & pygit2.GIT_STATUS_IGNORED or f == pygit2.GIT_STATUS_CURRENT:
+                continue
+            if skip and under_any(path, skip):
                 continue
             found = reader.read(path)
             if f != pygit2.GIT_STATUS_WT_NEW:
@@ -200,13 +222,15 @@ def worktree_state(repo: pygit2.Repository) -> WorktreeState:
     return state_from_dirty(head, dirty, from_index)
 
 
-def _state_by_git(repo: pygit2.Repository, head: str, root: Path) -> WorktreeState:
+def _state_by_git(repo: pygit2.Repository, head: str, root: Path, skip: tuple[str, ...] = ()) -> WorktreeState:
     """``worktree_state`` of a sparse index: the paths ``git status`` names."""
     dirty: list[tuple[str, str | None]] = []
     from_index: list[tuple[str, int]] = []
     maybe: dict[str, sparse.StatusEntry] = {}
     with WorktreeReader(root) as reader:
         for e in sparse.git_status(str(root), repo.path):
+            if skip and under_any(e.path, skip):
+                continue
             found = reader.read(e.path)
             if e.tracked and e.worktree_unchanged and e.index_blob and not found.exists:
                 maybe[e.path] = e  # git says "as the index" of an absent file: skip-worktree?

@@ -105,7 +105,7 @@ def validate_memories(home: Home, *, memory_ids: list[str] | None = None, projec
                 todo = m.exc.todo if m.exc and code != 3 else "run inside a repository or pass --repo PATH"
                 what = m.error if repo_paths else f"{os.getcwd()}: {m.error}"
                 raise CitegraphError(str(what), todo, code=code)
-    with MemoryStore.open(home) as ms:
+    with MemoryStore.open_caching(home) as ms:
         mems = select_memories(ms, memory_ids, project)
         return validate_stored(home, ms, mems, scope, dependency_depth=dependency_depth)
 

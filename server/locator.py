@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import stat
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,64 @@ def socket_path(home: Home) -> Path:
         return p
     digest = blake3.blake3(os.fsencode(os.path.realpath(home.root))).hexdigest(8)
     return Path(f"/tmp/citegraph-{os.getuid()}") / f"{digest}.sock"
+
+
+class Untrusted(Exception):
+    """The socket, its directory or the process answering on it is not this user's own:
+    nothing may be sent to it, and nothing it says may be believed."""
+
+
+def check_private_dir(path: Path | str) -> None:
+    """Raise ``Untrusted`` unless ``path`` is a real directory (not a symlink) owned by
+    this process's uid with no group or other permission bits. Another user who owns the
+    directory (they created ``/tmp/citegraph-<uid>`` first) can replace the socket in it."""
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        raise Untrusted(f"{path}: {exc.strerror or exc}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise Untrusted(f"{path} is not a directory (a symlink or another file)")
+    uid = os.getuid()
+    if st.st_uid != uid:
+        raise Untrusted(f"{path} is owned by uid {st.st_uid}, not by you (uid {uid})")
+    if st.st_mode & 0o077:
+        raise Untrusted(f"{path} has mode {stat.S_IMODE(st.st_mode):04o}, not 0700 (other users may replace "
+                        "the socket in it)")
+
+
+def check_socket_file(path: Path | str) -> None:
+    """Raise ``Untrusted`` unless ``path`` is a socket (not a symlink) owned by this uid,
+    in a directory ``check_private_dir`` accepts."""
+    check_private_dir(os.path.dirname(os.path.abspath(path)))
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        raise Untrusted(f"{path}: {exc.strerror or exc}") from None
+    if not stat.S_ISSOCK(st.st_mode):
+        raise Untrusted(f"{path} is not a socket")
+    uid = os.getuid()
+    if st.st_uid != uid:
+        raise Untrusted(f"{path} is owned by uid {st.st_uid}, not by you (uid {uid})")
+
+
+def peer_uid(sock: socket.socket) -> int | None:
+    """The uid of the process at the other end of a connected Unix socket (SO_PEERCRED),
+    or None where the platform cannot say."""
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except (OSError, AttributeError):
+        return None
+    return struct.unpack("3i", creds)[1]
+
+
+def check_peer(sock: socket.socket, path: Path | str) -> None:
+    """Raise ``Untrusted`` unless the process answering on ``sock`` runs as this uid. A
+    platform without peer credentials is refused too: trusting is never the fallback."""
+    uid, peer = os.getuid(), peer_uid(sock)
+    if peer is None:
+        raise Untrusted(f"{path}: the peer's credentials cannot be read (SO_PEERCRED)")
+    if peer != uid:
+        raise Untrusted(f"{path} is answered by a process of uid {peer}, not by you (uid {uid})")
 
 
 def read_record(home: Home) -> dict[str, Any] | None:

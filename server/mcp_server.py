@@ -310,6 +310,12 @@ def _host_service(home: Home) -> tuple[Any, Any, bool]:
     try:
         endpoint.open()
     except CitegraphError as err:
+        if err.kind == "socket-untrusted":  # another user's directory: serve MCP without it
+            import sys
+
+            sys.stderr.write(f"{err.line()}\ncitegraph mcp: serving without the resident service (one-shot "
+                             "reads)\n")
+            return None, None, False
         if err.kind != "service-running":
             raise
         return None, None, True

@@ -21,9 +21,7 @@ import errno
 import fcntl
 import json
 import os
-import socket
 import socketserver
-import struct
 import sys
 import threading
 import time
@@ -40,7 +38,14 @@ from citegraph.indexer import gitrepo
 from citegraph.indexer.errors import CitegraphError
 from citegraph.memory.escape import visible
 from citegraph.schemas import iso_time, to_output
-from citegraph.server.locator import read_record, service_dir, socket_path
+from citegraph.server.locator import (
+    Untrusted,
+    check_private_dir,
+    peer_uid,
+    read_record,
+    service_dir,
+    socket_path,
+)
 
 DEFAULT_DEBOUNCE_MS = 20
 DEFAULT_LANES = 2  # builds of different repositories at once (each may run an extraction pool)
@@ -412,6 +417,10 @@ class Service:
         from citegraph.memory.lifecycle.store import MemoryStore
 
         MemoryStore.keep_open_between_calls(STORE_LINGER_S)
+        if self.pool_context == "forkserver":
+            from citegraph.graph.forkserver_guard import start_forkserver
+
+            start_forkserver()  # from this (long-lived) thread: see its docstring
         targets = [(self._supervise, "citegraph-supervisor")]
         if builder_thread:
             targets.append((self._builder, "citegraph-builder"))
@@ -461,12 +470,20 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     allow_reuse_address = False
 
 
-def _peer_uid(sock: socket.socket) -> int | None:
+def private_dir(path: Any) -> None:
+    """Create ``path`` (mode 0700) or accept it only when it is already this uid's own with
+    mode 0700; anything else is refused (exit 3). A directory another user created first
+    (``/tmp/citegraph-<uid>``) would let them replace the socket with their own."""
+    os.makedirs(os.path.dirname(os.fspath(path)), exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
     try:
-        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    except (OSError, AttributeError):
-        return None
-    return struct.unpack("3i", creds)[1]
+        check_private_dir(path)
+    except (Untrusted, OSError) as why:
+        raise CitegraphError(f"refusing to serve: {why}",
+                             "remove that directory (another user may have created it to take over the service's "
+                             "socket) or make it yours with mode 0700, then start the service again", code=3,
+                             kind="socket-untrusted") from None
 
 
 class Endpoint:
@@ -484,8 +501,7 @@ class Endpoint:
 
     def acquire(self) -> None:
         """Take the one-service-per-home lock or say which service already runs."""
-        self.dir.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.dir, 0o700)
+        private_dir(self.dir)
         fd = os.open(self.dir / "service.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -500,9 +516,15 @@ class Endpoint:
         self._lock_fd = fd
 
     def open(self) -> None:
+        try:
+            self._open()
+        except BaseException:
+            self.close()  # the lock too: a refused start leaves nothing that says "running"
+            raise
+
+    def _open(self) -> None:
         self.acquire()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.path.parent, 0o700)
+        private_dir(self.path.parent)
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()  # a dead service's socket (we hold the lock: nobody uses it)
         endpoint = self
@@ -533,18 +555,18 @@ class Endpoint:
             self.server.shutdown()
             self.server.server_close()
             self.server = None
+            with contextlib.suppress(OSError):
+                self.path.unlink()  # only a socket this endpoint bound
         with contextlib.suppress(OSError):
             rec = json.loads((self.dir / "service.json").read_text())
             if rec.get("pid") == os.getpid():
                 (self.dir / "service.json").unlink()
-        with contextlib.suppress(OSError):
-            self.path.unlink()
         os.close(self._lock_fd)
         self._lock_fd = None
 
     def _serve_connection(self, h: socketserver.StreamRequestHandler) -> None:
-        uid = _peer_uid(h.connection)
-        if uid is not None and uid != os.getuid():
+        uid = peer_uid(h.connection)
+        if uid != os.getuid():  # unknown credentials are refused too
             _send(h, {"ok": False, "error": _error_json(CitegraphError(
                 "the service accepts requests only from its own user", "", code=3, kind="forbidden"))})
             return
@@ -570,20 +592,63 @@ class Endpoint:
         if handler is None:
             return {"ok": False, "error": _error_json(CitegraphError(f"unknown request {req['op']!r}", "",
                                                                      code=2, kind="usage"))}
-        args = req.get("args") or {}
+        args = req.get("args")
+        args = {} if args is None else args
         try:
+            check_args(args)
             return {"ok": True, "data": handler(self.service, args)}
         except CitegraphError as err:
             return {"ok": False, "error": _error_json(err)}
         except OSError as exc:
-            fname = f"{exc.filename}: " if exc.filename else ""
-            err = CitegraphError(f"{fname}{exc.strerror or exc}", "check disk space and permissions, then retry",
-                                 code=3, kind="environment")
+            fname = f"{shorten(os.fsdecode(exc.filename))}: " if exc.filename else ""
+            if exc.errno == errno.ENAMETOOLONG:
+                err = CitegraphError(f"{fname}{exc.strerror}", "pass a shorter path", code=2, kind="usage")
+            else:
+                err = CitegraphError(f"{fname}{exc.strerror or exc}", "check disk space and permissions, then retry",
+                                     code=3, kind="environment")
             return {"ok": False, "error": _error_json(err)}
         except Exception as exc:  # noqa: BLE001 - a bug in one request must not kill the service
             err = CitegraphError(f"internal error in {req['op']}: {type(exc).__name__}: {exc}", "", code=3,
                                  kind="internal")
             return {"ok": False, "error": _error_json(err)}
+
+
+MAX_ARG_DEPTH = 8
+
+
+def shorten(text: str, keep: int = 160) -> str:
+    """``text`` cut to ``keep`` characters (an error line never echoes a 100 kB path)."""
+    return text if len(text) <= keep else f"{text[:keep]}… ({len(text)} characters)"
+
+
+def check_args(args: Any) -> None:
+    """A request's ``args`` are a JSON object whose strings are text a path or a name can
+    hold: no NUL, no lone surrogate (JSON can spell ``\\ud800``). Anything else is one
+    usage error naming the argument — never an internal error from deep inside a call."""
+    if not isinstance(args, dict):
+        raise CitegraphError(f"malformed request: args must be a JSON object, not {type(args).__name__}",
+                             "send {\"op\": ..., \"args\": {...}}", code=2, kind="usage")
+
+    def walk(v: Any, where: str, depth: int) -> None:
+        if depth > MAX_ARG_DEPTH:
+            raise CitegraphError(f"request argument {where} is nested too deeply", "", code=2, kind="usage")
+        if isinstance(v, str):
+            if "\0" in v:
+                raise CitegraphError(f"request argument {where} holds a NUL character", "", code=2, kind="usage")
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                raise CitegraphError(f"request argument {where} is not valid UTF-8 (it holds a lone surrogate)",
+                                     "", code=2, kind="usage") from None
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                walk(k, where, depth + 1)
+                walk(x, f"{where}.{k}" if where else str(k), depth + 1)
+        elif isinstance(v, list):
+            for i, x in enumerate(v):
+                walk(x, f"{where}[{i}]", depth + 1)
+
+    walk(args, "", 0)
 
 
 def _error_json(err: CitegraphError) -> dict[str, Any]:

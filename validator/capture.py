@@ -246,11 +246,30 @@ def find_symbol(p: ParsedRef, cur: CurrentState, snap: Snapshot) -> dict:
             if matches:
                 raise bad_ref(p.ref, f"{len(matches)} symbols match: {_candidates(matches)}",
                               f"name one by its ordinal ({p.path}::{p.qualified_name}[N]) or its cgs_ handle")
+            if not in_file and frow.get("status") == "skipped":
+                raise bad_ref(p.ref, f"no symbol {p.qualified_name} in {p.path}: the file was {skipped_why(frow)}, "
+                              "so none of its symbols is indexed",
+                              f"cite lines ({p.path}#L1-L9) or the whole file ({p.path}) instead"
+                              + ("; or raise max_file_bytes in .citegraph.toml (docs/config.md)"
+                                 if frow.get("reason") == "too-large" else ""))
             raise bad_ref(p.ref, f"no symbol {p.qualified_name} in {p.path}; "
                           + suggest_symbols(snap, p.qualified_name, in_file, p.path),
                           "use one of the candidates' qualified names or handles")
         sym = matches[0]
     return sym
+
+
+SKIP_WORDS = {"too-large": "too large", "binary": "binary", "minified": "minified", "excluded": "excluded by "
+              ".citegraph.toml", "parse-timeout": "not parsed in time", "missing-blob": "missing from the object "
+              "database", "undecodable-path": "named by a path that is not UTF-8"}
+
+
+def skipped_why(row: dict) -> str:
+    """``skipped: too large (754 bytes)``: why the indexer kept no symbols of a file."""
+    reason = str(row.get("reason") or "unknown")
+    words = SKIP_WORDS.get(reason, reason)
+    size = f" ({row['size']} bytes)" if reason == "too-large" and row.get("size") else ""
+    return f"skipped: {words}{size}"
 
 
 def _resolve_symbol(p: ParsedRef, cur: CurrentState, snap: Snapshot) -> Receipt:

@@ -17,6 +17,7 @@ bounded time and then reported as a retryable error.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import re
@@ -208,11 +209,54 @@ MEMORY_COLS = ("id", "project", "topic", "kind", "status", "text", "revision", "
                "author", "agent_id", "session_id", "supersedes", "superseded_by", "source_commit", "legacy")
 
 
+def store_failure(exc: BaseException, path: Any) -> CitegraphError | None:
+    """The one-line error for a memory-store failure of the disk or the file system (disk
+    full, read-only, permissions, I/O), or None for any other error (a bug, or a conflict a
+    caller may retry). Nothing was written: DuckDB commits all of a transaction or none."""
+    if not isinstance(exc, duckdb.Error):
+        return None
+    text = str(exc)
+    low = text.lower()
+    detail = text.splitlines()[0] if text else type(exc).__name__
+    if "no space left" in low or "disk full" in low or "disk quota" in low:
+        return CitegraphError(f"{path}: the disk is full; nothing was written (the memories stored before are "
+                              "intact)", "free some space, then run the command again", code=3, retryable=True,
+                              kind="disk-full")
+    if "read-only file system" in low or "permission denied" in low or \
+            ("cannot open database" in low and "read-only" in low):
+        return CitegraphError(f"{path}: the data home is read-only or not writable by you ({detail}); nothing "
+                              "was written",
+                              "make the data home writable, or pass --home with a writable directory; the "
+                              "store itself is not damaged", code=3, kind="read-only")
+    if isinstance(exc, duckdb.IOException) or "could not write" in low or "could not read" in low:
+        return CitegraphError(f"{path}: the memory store could not be written ({detail}); nothing was written",
+                              "check disk space and permissions, then retry", code=3, retryable=True,
+                              kind="environment")
+    return None
+
+
 class MemoryStore:
     """One short-lived connection to the memory store."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: Any = None) -> None:
         self.con = con
+        self.path = path if path is not None else "the memory store"
+        self.broken = False  # a write failed on the disk: this connection is not reused
+        self._read_only = False  # opened read-only for a read that would cache (open_caching)
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One DuckDB transaction: committed when the block ends, rolled back when it
+        raises. A failed COMMIT (disk full on the WAL) has already ended the transaction:
+        the ROLLBACK after it is skipped, never a second error hiding the first."""
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            yield
+            self.con.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(duckdb.Error):
+                self.con.execute("ROLLBACK")
+            raise
 
     @classmethod
     @contextmanager
@@ -237,6 +281,25 @@ class MemoryStore:
 
     @classmethod
     @contextmanager
+    def open_caching(cls, home: Home, wait_s: float = LOCK_WAIT_S) -> Iterator[MemoryStore]:
+        """For a read that also caches (validate: observations): read-write when the home
+        allows it, else — a read-only data home — read-only, caching nothing. A read
+        never fails only because the home cannot be written."""
+        entered = False
+        try:
+            with cls.open(home, wait_s=wait_s) as ms:
+                entered = True
+                yield ms
+            return
+        except CitegraphError as err:
+            if entered or err.kind != "read-only" or not home.memory_db.exists():
+                raise
+        with cls.open(home, read_only=True, wait_s=wait_s) as ms:
+            ms._read_only = True
+            yield ms
+
+    @classmethod
+    @contextmanager
     def _open(cls, home: Home, read_only: bool, wait_s: float) -> Iterator[MemoryStore]:
         gate = _gate(home.memory_db)
         want_rw = not read_only or not home.memory_db.exists()  # first use creates it
@@ -246,11 +309,20 @@ class MemoryStore:
                                  "retry in a moment", code=1, retryable=True, kind="busy")
         try:
             con = gate.enter(want_rw, deadline, lambda rw: cls._connect(home, rw, deadline))
+            ms = cls(con, home.memory_db)
+            failure: CitegraphError | None = None
             try:
-                yield cls(con)
+                yield ms
+            except duckdb.Error as exc:
+                failure = store_failure(exc, home.memory_db)
+                if failure is None:
+                    raise
+                ms.broken = True
             finally:
                 con.close()
-                gate.leave()
+                gate.leave(discard=ms.broken)
+            if failure is not None:
+                raise failure  # outside the handler: not chained to DuckDB's error (one line)
         finally:
             if want_rw:
                 gate.writer.release()
@@ -273,6 +345,9 @@ class MemoryStore:
                 break
             except duckdb.IOException as exc:
                 if "lock" not in str(exc).lower() and "conflicting" not in str(exc).lower():
+                    failure = store_failure(exc, path)
+                    if failure is not None and failure.kind != "environment":
+                        raise failure from None  # read-only, disk full: the file is fine
                     raise CitegraphError(f"{path}: memory store unreadable ({exc})",
                                          "move the file aside or choose another --home", code=3) from exc
                 if time.monotonic() > deadline:
@@ -283,15 +358,23 @@ class MemoryStore:
             except duckdb.Error as exc:
                 raise CitegraphError(f"{path}: not a citegraph memory store ({exc})",
                                      "move the file aside or choose another --home", code=3) from exc
+        failure: CitegraphError | None = None
         try:
-            store = cls(con)
+            store = cls(con, path)
             if read_write:
                 store._migrate()
             else:
                 store._check_readable()
+        except duckdb.Error as exc:
+            con.close()
+            failure = store_failure(exc, path)
+            if failure is None:
+                raise
         except BaseException:
             con.close()
             raise
+        if failure is not None:
+            raise failure
         return con
 
     # --- schema ----------------------------------------------------------------------------
@@ -323,8 +406,7 @@ class MemoryStore:
             version = self._check_version()
             if version == MEMORY_SCHEMA_VERSION and {"workset_pins", "code_index"} <= tables:
                 return  # current: no DDL on the hot path of every write
-        self.con.execute("BEGIN TRANSACTION")
-        try:
+        with self.transaction():
             if version in (1, 2):
                 # 2 → 3: recorded dependencies; old receipts keep NULL (no deps, no advisories).
                 # First: the 1 → 2 step reads every receipt field.
@@ -334,10 +416,6 @@ class MemoryStore:
             self.con.execute(DDL)
             self.con.execute(INDEXES)
             self.con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(MEMORY_SCHEMA_VERSION)])
-            self.con.execute("COMMIT")
-        except BaseException:
-            self.con.execute("ROLLBACK")
-            raise
 
     def _migrate_1_to_2(self) -> None:
         """Version 1 → 2: the refresh column of revisions, and the code index built from the
@@ -383,8 +461,7 @@ class MemoryStore:
         now = time.time() if now is None else now
         mid = memory_id or (memory_id_for(project, topic) if topic else "cgm_" + uuid.uuid4().hex[:16])
         topic = topic or mid[4:]
-        self.con.execute("BEGIN TRANSACTION")
-        try:
+        with self.transaction():
             prev = self.con.execute("SELECT revision, created_at, supersedes, superseded_by FROM memories "
                                     "WHERE id = ?", [mid]).fetchall()
             if expect_revision is not None and (not prev or prev[0][0] != expect_revision):
@@ -433,10 +510,6 @@ class MemoryStore:
                                      "tf": list(counts.values())})
             if supersedes:
                 self.con.execute("UPDATE memories SET superseded_by = ? WHERE id = ?", [mid, supersedes])
-            self.con.execute("COMMIT")
-        except BaseException:
-            self.con.execute("ROLLBACK")
-            raise
         mem = self.get(mid)
         assert mem is not None
         return mem, int(cleared)
@@ -456,13 +529,12 @@ class MemoryStore:
 
     def forget(self, memory_id: str) -> int:
         mem = self.require(memory_id)
-        self.con.execute("BEGIN TRANSACTION")
-        for table, col in (("memories", "id"), ("revisions", "memory_id"), ("citations", "memory_id"),
-                           ("terms", "memory_id"), ("code_index", "memory_id")):
-            self.con.execute(f"DELETE FROM {table} WHERE {col} = ?", [mem.id])
-        self.con.execute("UPDATE memories SET superseded_by = NULL WHERE superseded_by = ?", [mem.id])
-        self.con.execute("UPDATE memories SET supersedes = NULL WHERE supersedes = ?", [mem.id])
-        self.con.execute("COMMIT")
+        with self.transaction():
+            for table, col in (("memories", "id"), ("revisions", "memory_id"), ("citations", "memory_id"),
+                               ("terms", "memory_id"), ("code_index", "memory_id")):
+                self.con.execute(f"DELETE FROM {table} WHERE {col} = ?", [mem.id])
+            self.con.execute("UPDATE memories SET superseded_by = NULL WHERE superseded_by = ?", [mem.id])
+            self.con.execute("UPDATE memories SET supersedes = NULL WHERE supersedes = ?", [mem.id])
         return 1
 
     # --- reads -------------------------------------------------------------------------------
@@ -635,6 +707,7 @@ class _Gate:
         self.con: duckdb.DuckDBPyConnection | None = None
         self.read_write = False
         self.users = 0
+        self.broken = False
         self.epoch = 0  # moves with every use: an idle timer of an earlier epoch does nothing
 
     def enter(self, want_rw: bool, deadline: float,
@@ -654,11 +727,16 @@ class _Gate:
             self.epoch += 1
             return self.con.cursor()
 
-    def leave(self) -> None:
+    def leave(self, discard: bool = False) -> None:
+        """A call is done with the connection; ``discard``: a write of it failed on the
+        disk, so it is closed once idle instead of lingering (the next call reconnects)."""
         with self.cond:
             self.users -= 1
+            self.broken = self.broken or discard
             if self.users == 0 and self.con is not None:
-                if _Gate.linger_s > 0:
+                if self.broken:
+                    self._close()
+                elif _Gate.linger_s > 0:
                     t = threading.Timer(_Gate.linger_s, self._idle_close, args=(self.epoch,))
                     t.daemon = True
                     t.start()
@@ -677,6 +755,7 @@ class _Gate:
         self.con.close()
         self.con = None
         self.read_write = False
+        self.broken = False
 
 
 _GATES: dict[str, _Gate] = {}

@@ -31,11 +31,5 @@ class OuterTx:
 @contextmanager
 def one_transaction(ms: MemoryStore) -> Iterator[MemoryStore]:
     """A view of ``ms`` whose writes commit together at the end, or not at all."""
-    real = ms.con
-    real.execute("BEGIN TRANSACTION")
-    try:
-        yield MemoryStore(OuterTx(real))  # type: ignore[arg-type]
-        real.execute("COMMIT")
-    except BaseException:
-        real.execute("ROLLBACK")
-        raise
+    with ms.transaction():
+        yield MemoryStore(OuterTx(ms.con), ms.path)  # type: ignore[arg-type]

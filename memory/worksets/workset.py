@@ -73,10 +73,9 @@ def create(home: Home, name: str, paths: Iterable[str] = ()) -> dict[str, Any]:
             raise CitegraphError(f"workset {name!r} already exists",
                                  "add members with citegraph workset add, or choose another name",
                                  code=2, kind="exists")
-        ms.con.execute("BEGIN TRANSACTION")
-        ms.con.execute("INSERT INTO worksets VALUES (?, ?)", [name, _now()])
-        _insert_members(ms, name, resolved)
-        ms.con.execute("COMMIT")
+        with ms.transaction():
+            ms.con.execute("INSERT INTO worksets VALUES (?, ?)", [name, _now()])
+            _insert_members(ms, name, resolved)
         return _show(ms, name)
 
 
@@ -261,17 +260,17 @@ def prepare(home: Home, name: str, jobs: int = DEFAULT_PREPARE_JOBS) -> dict[str
     with MemoryStore.open(home) as ms:
         _require(ms, name)
         still = {p for p, _ in members(ms, name)}
-        ms.con.execute("BEGIN TRANSACTION")
-        ms.con.execute("DELETE FROM workset_pins WHERE workset = ?", [name])
-        for r in ordered:
-            if r["path"] not in still:
-                continue
-            ms.con.execute("INSERT INTO workset_pins VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           [name, r["path"], r["repository_id"], r["snapshot_id"], r["state"], r["reason"], now])
-            if r["repository_id"]:
-                ms.con.execute("UPDATE workset_members SET repository_id = ? WHERE workset = ? AND path = ?",
-                               [r["repository_id"], name, r["path"]])
-        ms.con.execute("COMMIT")
+        with ms.transaction():
+            ms.con.execute("DELETE FROM workset_pins WHERE workset = ?", [name])
+            for r in ordered:
+                if r["path"] not in still:
+                    continue
+                ms.con.execute("INSERT INTO workset_pins VALUES (?, ?, ?, ?, ?, ?, ?)",
+                               [name, r["path"], r["repository_id"], r["snapshot_id"], r["state"], r["reason"],
+                                now])
+                if r["repository_id"]:
+                    ms.con.execute("UPDATE workset_members SET repository_id = ? WHERE workset = ? AND path = ?",
+                                   [r["repository_id"], name, r["path"]])
         pinned = _repin(home, ms, name)
     counts = {s: sum(1 for r in ordered if r["state"] == s) for s in ("ready", "missing", "failed")}
     return {"name": name, "members": ordered, "pinned": pinned, "counts": counts,
