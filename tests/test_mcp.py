@@ -172,3 +172,26 @@ def test_without_the_service_an_unindexed_edit_is_not_current(indexed, home):
     # worded for MCP: the tool to call, not the CLI command (the service is how the server runs)
     assert "call the `index` tool" in res.content[0].text and "citegraph serve" in res.content[0].text
     assert "--" not in res.content[0].text
+
+
+def test_a_revision_naming_itself_in_supersedes_stays_citable(indexed, home):
+    """Issue 22 item 1 through the MCP tools: revision 2 of M written with ``supersedes: M``
+    is still found by ``cited`` and ``brief`` (it does not supersede itself)."""
+    cwd = str(indexed.root)
+
+    async def steps(s):
+        first = await s.call_tool("remember", {"callerCwd": cwd, "text": "keys are kept", "topic": "keys",
+                                               "codeRefs": ["src/retry.py::keep_key"]})
+        mid = first.structured_content["id"]
+        second = await s.call_tool("remember", {"callerCwd": cwd, "text": "keys are kept on retry",
+                                                "topic": "keys", "supersedes": mid,
+                                                "codeRefs": ["src/retry.py::keep_key"]})
+        cited = await s.call_tool("cited", {"callerCwd": cwd, "codeRefs": ["src/retry.py"]})
+        brief = await s.call_tool("brief", {"callerCwd": cwd, "task": "change keep_key",
+                                            "codeRefs": ["src/retry.py"]})
+        return mid, second, cited, brief
+
+    mid, second, cited, brief = run_session(home, steps)
+    assert not second.is_error and second.structured_content["revision"] == 2
+    assert [m["id"] for m in cited.structured_content["memories"]] == [mid]
+    assert mid in [m["id"] for m in brief.structured_content["memories"]]
