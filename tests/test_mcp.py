@@ -134,18 +134,18 @@ def test_tools_over_stdio(indexed, home, run_cli):
     assert bad.is_error
     cli = r["cli_bad_ref"]
     assert bad.content[0].text == cli.stderr.strip()
-    assert bad.structured_content["error"]["code"] == cli.returncode == 2
+    assert bad.meta["citegraph.dev/error"]["code"] == cli.returncode == 2
     assert r["bad_symbol"].is_error and "candidates" in r["bad_symbol"].content[0].text
 
     for key in ("relative", "unknown_arg", "wrong_type", "unknown_tool"):
         res = r[key]
         assert res.is_error, key
         assert res.content[0].text.startswith("citegraph: ")
-        assert res.structured_content["error"]["code"] == 2, key
-    assert r["wrong_type"].structured_content["error"]["kind"] == "invalid-argument"
+        assert res.meta["citegraph.dev/error"]["code"] == 2, key
+    assert r["wrong_type"].meta["citegraph.dev/error"]["kind"] == "invalid-argument"
     assert "'codeRefs'" in r["wrong_type"].content[0].text
-    assert r["unknown_arg"].structured_content["error"]["kind"] == "usage"
-    assert r["not_repo"].is_error and r["not_repo"].structured_content["error"]["code"] == 3
+    assert r["unknown_arg"].meta["citegraph.dev/error"]["kind"] == "usage"
+    assert r["not_repo"].is_error and r["not_repo"].meta["citegraph.dev/error"]["code"] == 3
     assert "not a git repository" in r["not_repo"].content[0].text
 
     # The server runs the resident service: a capture right after an edit waits for the
@@ -167,7 +167,7 @@ def test_without_the_service_an_unindexed_edit_is_not_current(indexed, home):
 
     res = run_session(home, steps, "--no-service")
     assert res.is_error
-    err = res.structured_content["error"]
+    err = res.meta["citegraph.dev/error"]
     assert err["code"] == 1 and err["retryable"] is True
     # worded for MCP: the tool to call, not the CLI command (the service is how the server runs)
     assert "call the `index` tool" in res.content[0].text and "citegraph serve" in res.content[0].text

@@ -142,9 +142,10 @@ def tool_error(msg: dict) -> dict:
     assert "result" in msg, msg
     res = msg["result"]
     assert res["isError"] is True, res
-    assert res["content"][0]["text"] == res["structuredContent"]["error"]["message"]
+    assert "structuredContent" not in res, res  # it would not match the tool's outputSchema
+    assert res["content"][0]["text"] == res["_meta"]["citegraph.dev/error"]["message"]
     assert res["content"][0]["text"].startswith("citegraph: ")
-    return res["structuredContent"]["error"]
+    return res["_meta"]["citegraph.dev/error"]
 
 
 # --- (a) framing: parse errors, invalid requests -------------------------------------------------
@@ -505,9 +506,9 @@ def test_fifo_in_one_repository_does_not_block_another(raw_server, make_repo, ho
     fine_res = s.answer(2)["result"]
     assert fine_res["isError"] is False and fine_res["structuredContent"]["exact_current"] is True
     first = s.answer(1)["result"]
-    kind = first["structuredContent"]["error"]["kind"] if first["isError"] else None
+    kind = tool_error({"result": first})["kind"] if first["isError"] else None
     if kind == "timeout":  # the read still hangs: the call's bound answered it
-        err = first["structuredContent"]["error"]
+        err = tool_error({"result": first})
         assert err["code"] == 3 and err["retryable"] is True and stuck in err["message"]
         s.call(3, "validate", {"callerCwd": stuck})
         assert tool_error(s.answer(3))["kind"] == "timeout"  # waits for the stuck call, bounded

@@ -1,7 +1,8 @@
 """Every MCP tool through the official SDK client (``mcp.client.stdio.stdio_client`` +
 ``ClientSession``, spawning ``python -m citegraph.cli.main mcp``): its ``structuredContent``
 validates against its published ``outputSchema`` (issue 12, acceptance 1), the text part
-is the same JSON, errors are ``isError`` results matching docs/schemas/mcp-error.schema.json
+is the same JSON, errors are ``isError`` results without ``structuredContent`` whose
+``_meta["citegraph.dev/error"]`` matches docs/schemas/mcp-error.schema.json
 and worded for MCP, every tool and argument is described (acceptance 3), and ``callerCwd``
 is optional where the client declares roots or one repository is registered."""
 
@@ -132,8 +133,11 @@ def test_every_tool_result_matches_its_output_schema(world, home):
     error_schema = schemas.validator("mcp-error")
     for res in errors:
         assert res.is_error
-        error_schema.validate(res.structured_content)
-        assert res.content[0].text == res.structured_content["error"]["message"]
+        # No structuredContent on an error: it would not match the tool's outputSchema (the
+        # TypeScript SDK throws -32602 then; tests/test_mcp_node.py); the details ride in _meta.
+        assert res.structured_content is None
+        error_schema.validate(res.meta["citegraph.dev/error"])
+        assert res.content[0].text == res.meta["citegraph.dev/error"]["message"]
         assert " --" not in res.content[0].text, res.content[0].text  # no CLI flags in MCP errors
     assert "`callerCwd`" in errors[2].content[0].text
 
@@ -195,7 +199,7 @@ def test_caller_cwd_comes_from_the_clients_roots(world, make_repo, home, tmp_pat
         return await s.call_tool("brief", {"task": "retry key"})
 
     res = run_session(home, no_roots)
-    assert res.is_error and res.structured_content["error"]["code"] == 2
+    assert res.is_error and res.meta["citegraph.dev/error"]["code"] == 2
     assert "pass the `callerCwd` argument" in res.content[0].text
 
 
