@@ -152,7 +152,7 @@ def session_start(home: Home, cwd: str | os.PathLike[str], *, budget_tokens: int
     except CitegraphError:
         return None
     res = run_brief(home, "", repo_paths=[root], budget_tokens=budget_tokens, source=source,
-                    repository_memories=True)
+                    repository_memories=True, text_only=True)  # only the text is injected
     if not res.data["selected"]["memories"]:
         return None
     return {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": res.text}}
