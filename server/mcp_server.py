@@ -15,8 +15,9 @@ rejects the whole result otherwise): its details ``{"message", "code", "kind",
 
 ``callerCwd`` selects the repository. When a client omits it, the dispatcher asks the
 client for its roots (``roots/list``, when the client declared the capability) and uses
-the root that is a git repository, else the one repository the data home holds; else a
-tool error naming ``callerCwd``.
+the root that is a git repository, else the server's own working directory when that lies
+in a git repository, else the one repository the data home holds; else a tool error
+naming ``callerCwd``.
 
 The server holds no database open between calls (every call opens and closes what it
 needs), so it never blocks builds, captures or other citegraph processes.
@@ -153,7 +154,7 @@ class Dispatcher:
 
     def __init__(self, home: Home, *, tools: dict[str, ToolSpec] | None = None,
                  call_timeout: float = DEFAULT_CALL_TIMEOUT_S, max_threads: int = DEFAULT_MAX_THREADS,
-                 context: ToolContext | None = None) -> None:
+                 context: ToolContext | None = None, server_cwd: str | None = None) -> None:
         if not call_timeout > 0:
             raise ValueError("call_timeout must be positive")
         self.home = home
@@ -161,6 +162,9 @@ class Dispatcher:
         self.tools = TOOLS if tools is None else tools
         self.call_timeout = call_timeout
         self.lanes = Lanes(max_threads)
+        self.server_cwd = server_cwd
+        """The server process's own working directory (``serve`` passes it): the
+        repository a client without roots most likely means."""
 
     async def call(self, name: Any, arguments: Any,
                    roots: Callable[[], Awaitable[list[str] | None]] | None = None) -> ToolOutcome:
@@ -200,14 +204,20 @@ class Dispatcher:
 
     async def default_cwd(self, roots: Callable[[], Awaitable[list[str] | None]] | None) -> str | None:
         """The working directory of a call without ``callerCwd``: the client's root that is
-        a git repository, else the one repository this data home holds, else None (the
-        handler then says to pass ``callerCwd``)."""
+        a git repository, else the server's own working directory when it lies in a git
+        repository (``citegraph mcp`` started in the repository, issue 22), else the one
+        repository this data home holds, else None (the handler then says to pass
+        ``callerCwd``)."""
         if roots is not None:
             listed = await roots()
             if listed:
                 cwd = cwd_from_roots(listed, self.home)
                 if cwd is not None:
                     return cwd
+        if self.server_cwd is not None:
+            cwd = cwd_from_roots([self.server_cwd], self.home)
+            if cwd is not None:
+                return self.server_cwd  # as given: refs are read relative to it, like the CLI's
         known = registered_worktrees(self.home)
         return known[0] if len(known) == 1 else None
 
@@ -333,6 +343,14 @@ def _host_service(home: Home) -> tuple[Any, Any, bool]:
     return svc, endpoint, False
 
 
+def _own_cwd() -> str | None:
+    """This process's working directory, or None when it is gone (deleted meanwhile)."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
+
+
 def serve(home: Home, *, call_timeout: float = DEFAULT_CALL_TIMEOUT_S, max_threads: int = DEFAULT_MAX_THREADS,
           max_message_bytes: int | None = None, host_service: bool = True) -> None:
     """Serve MCP over stdin/stdout until the client closes the connection.
@@ -346,7 +364,8 @@ def serve(home: Home, *, call_timeout: float = DEFAULT_CALL_TIMEOUT_S, max_threa
 
     service, endpoint, attached = _host_service(home) if host_service else (None, None, False)
     context = ToolContext(home, service, attached)
-    dispatcher = Dispatcher(home, call_timeout=call_timeout, max_threads=max_threads, context=context)
+    dispatcher = Dispatcher(home, call_timeout=call_timeout, max_threads=max_threads, context=context,
+                            server_cwd=_own_cwd())
     server = build_server(home, dispatcher)
 
     async def main() -> None:

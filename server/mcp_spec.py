@@ -235,13 +235,15 @@ def check_args(spec: ToolSpec, args: dict[str, Any] | None) -> dict[str, Any]:
 
 def caller_cwd(args: dict[str, Any], required: bool = True, tool: str = "") -> str | None:
     """The absolute working directory of the call (``callerCwd``, filled by the dispatcher
-    from the client's roots or the one registered repository when the client omitted it)."""
+    from the client's roots, the server's own working directory or the one registered
+    repository when the client omitted it)."""
     cwd = args.get("callerCwd")
     prefix = f"{tool}: " if tool else ""
     if cwd is None:
         if required:
             raise usage_error(f"{prefix}no working directory: the `callerCwd` argument is missing, the client declared "
-                         "no root that is a git repository, and the data home does not hold exactly one repository",
+                         "no root that is a git repository, the server was not started inside one, and the data "
+                         "home does not hold exactly one repository",
                          "pass the `callerCwd` argument (the absolute path of your working directory)")
         return None
     if not os.path.isabs(cwd):

@@ -42,7 +42,8 @@ def run_session(home, steps, *extra):
     """Start `citegraph mcp` as a subprocess and run ``steps(session)`` against it."""
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "citegraph.cli.main", "mcp", *extra],
-        env={"CITEGRAPH_HOME": str(home.root), "PYTHONPATH": os.environ.get("PYTHONPATH", "")})
+        env={"CITEGRAPH_HOME": str(home.root), "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
+        cwd=str(home.root))  # in no git repository: only callerCwd or the home choose one
     out = {}
 
     async def main():

@@ -66,7 +66,8 @@ class RawServer:
     def __init__(self, home, *args: str) -> None:
         env = {**os.environ, "CITEGRAPH_HOME": str(home.root)}
         self.proc = subprocess.Popen([sys.executable, "-m", "citegraph.cli.main", "mcp", *args],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                     cwd=home.root)  # in no git repository
         self.lines: queue.Queue[bytes] = queue.Queue()
         self.pending: list[dict] = []
         threading.Thread(target=self._pump, daemon=True).start()

@@ -35,7 +35,7 @@ def run_node(home, calls: list[dict]) -> dict:
     spec = {"command": sys.executable, "args": ["-m", "citegraph.cli.main", "mcp"],
             "env": {"CITEGRAPH_HOME": str(home.root), "PATH": os.environ.get("PATH", ""),
                     "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
-            "calls": calls}
+            "cwd": str(home.root), "calls": calls}
     p = subprocess.run([NODE, str(NODE_DIR / "client.mjs"), json.dumps(spec)], cwd=NODE_DIR,
                        capture_output=True, text=True, timeout=180)
     assert p.returncode == 0, p.stderr

@@ -35,12 +35,14 @@ def keep_key(request):
 '''
 
 
-def run_session(home, steps, roots: list[str] | None = None, *extra: str):
+def run_session(home, steps, roots: list[str] | None = None, *extra: str, cwd: str | None = None):
     """Start `citegraph mcp` and run ``steps(session)``; ``roots``: the client declares the
-    roots capability and answers ``roots/list`` with these directories."""
+    roots capability and answers ``roots/list`` with these directories; ``cwd``: the
+    server's working directory (default: the data home, in no git repository)."""
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "citegraph.cli.main", "mcp", *extra],
-        env={"CITEGRAPH_HOME": str(home.root), "PYTHONPATH": os.environ.get("PYTHONPATH", "")})
+        env={"CITEGRAPH_HOME": str(home.root), "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
+        cwd=cwd or str(home.root))
     out = {}
     callback = None
     if roots is not None:
@@ -201,6 +203,35 @@ def test_caller_cwd_comes_from_the_clients_roots(world, make_repo, home, tmp_pat
     res = run_session(home, no_roots)
     assert res.is_error and res.meta["citegraph.dev/error"]["code"] == 2
     assert "pass the `callerCwd` argument" in res.content[0].text
+
+
+def test_caller_cwd_is_the_servers_own_working_directory(world, make_repo, home):
+    """Issue 22 item 8: `citegraph mcp` started inside a repository, by a client that
+    declares no roots, serves that repository without `callerCwd` — even when the data
+    home holds several (before: every call was refused, naming `callerCwd`)."""
+    other = make_repo("lib")
+    other.write("lib.py", "def f():\n    return 1\n")
+    other.commit("l1")
+    build_snapshot(other.root, home)
+
+    async def steps(s):
+        return (await s.call_tool("status", {}),
+                await s.call_tool("find", {"name": "keep_key"}),
+                await s.call_tool("remember", {"text": "keys are kept", "codeRefs": ["retry.py::keep_key"]}))
+
+    status, found, remembered = run_session(home, steps, cwd=world["root"] + "/src")
+    assert not status.is_error, status.content[0].text
+    assert status.structured_content["repository_id"] == api_repository_id(world["root"])
+    assert [s["qualified_name"] for s in found.structured_content["symbols"]] == ["keep_key"]
+    assert not remembered.is_error, remembered.content[0].text  # refs relative to the server's cwd
+    assert remembered.structured_content["citations"][0]["ref"] == "src/retry.py::keep_key"
+
+    async def with_roots(s):
+        return await s.call_tool("status", {})
+
+    # the client's roots still come first
+    res = run_session(home, with_roots, roots=[str(other.root)], cwd=world["root"])
+    assert res.structured_content["repository_id"] == api_repository_id(str(other.root))
 
 
 def test_caller_cwd_is_the_one_registered_repository(world, home):

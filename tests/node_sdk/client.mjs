@@ -1,5 +1,5 @@
 // Drives `citegraph mcp` with the official TypeScript SDK client (tests/test_mcp_node.py).
-// argv[2]: JSON {"command", "args", "env", "calls": [{"name", "arguments"}]}; prints one JSON
+// argv[2]: JSON {"command", "args", "env", "cwd", "calls": [{"name", "arguments"}]}; prints one JSON
 // line: {"tools": [names], "results": [{"result"} | {"thrown": {"code", "message"}}]}.
 // The SDK validates structuredContent against each tool's outputSchema: a result that does
 // not match is thrown (McpError -32602), which is what this records.
@@ -8,7 +8,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 
 const spec = JSON.parse(process.argv[2]);
 const transport = new StdioClientTransport({
-  command: spec.command, args: spec.args, env: spec.env, stderr: "ignore",
+  command: spec.command, args: spec.args, env: spec.env, cwd: spec.cwd, stderr: "ignore",
 });
 const client = new Client({ name: "citegraph-node-test", version: "1.0.0" });
 await client.connect(transport);
