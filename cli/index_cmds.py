@@ -156,7 +156,8 @@ def symbols(ctx: click.Context, file: str, as_json: bool, no_service: bool) -> N
         emit_json({"symbols": rows})
     else:
         for s in rows:
-            click.echo(f"{s['start_line']:>5}-{s['end_line']:<5} {s['kind']:10} {s['qualified_name']}  {s['handle']}")
+            name = s["qualified_name"] + (f"[{s['ordinal']}]" if s.get("ordinal") else "")  # citable as path::name
+            click.echo(f"{s['start_line']:>5}-{s['end_line']:<5} {s['kind']:10} {name}  {s['handle']}")
         if not rows:
             click.echo(f"no symbols in {file}", err=True)
     if not rows:  # like grep: nothing found is exit 1
@@ -195,7 +196,7 @@ def find(ctx: click.Context, name: str, repo_path: str, kinds: tuple[str, ...], 
         if not rows:
             click.echo(f"no symbol matches {name!r}", err=True)
         for s in rows:
-            click.echo(f"{s['path']}::{s['qualified_name']}  {s['kind']}  L{s['start_line']}-{s['end_line']}  "
+            click.echo(f"{s['locator']}  {s['kind']}  L{s['start_line']}-{s['end_line']}  "
                        f"{s['handle']}  ({s.get('match', 'exact')})")
     if not rows:  # like grep: no match is exit 1
         sys.exit(1)

@@ -63,7 +63,15 @@ def require_current(cur: CurrentState) -> None:
 
 
 def public_symbol(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: row[k] for k in PUBLIC_SYMBOL_FIELDS}
+    """A symbol as outputs show it, with ``locator``: the form to cite it by —
+    ``path::Qualified.name``, with ``[N]`` (its ``ordinal``) where several definitions in
+    the file share the name (overloads, a property's getter and setter), since the bare
+    name is then refused or names only the implementation (issue 22)."""
+    out = {k: row[k] for k in PUBLIC_SYMBOL_FIELDS}
+    ordinal = int(row.get("ordinal") or 0)
+    out["ordinal"] = ordinal
+    out["locator"] = f"{row['path']}::{row['qualified_name']}" + (f"[{ordinal}]" if ordinal else "")
+    return out
 
 
 def symbols_of_file(file: Path | str, home: Home, source: StateSource | None = None,
