@@ -1,0 +1,51 @@
+"""Issue 22 item 9: the smaller correctness bugs of the agent's first hour, each as the
+case that showed it."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+from citegraph.graph.snapshot_builder import build_snapshot
+from citegraph.graph.store import atomic_write_json
+from citegraph.memory import api
+from citegraph.memory.agent.hooks import pre_edit
+
+
+def test_concurrent_atomic_writes_of_one_file_in_one_process(tmp_path):
+    """Two worktrees of one repository under one `serve` write its .repo.json from two
+    threads of one process: each write uses its own temporary file (before: both used
+    .repo.json.<pid>.tmp and the slower one failed with FileNotFoundError)."""
+    target = tmp_path / "repo.json"
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def writer(n: int) -> None:
+        start.wait(timeout=30)
+        try:
+            for i in range(200):
+                atomic_write_json(target, {"writer": n, "i": i, "pad": "x" * 4096})
+        except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert errors == []
+    assert json.loads(target.read_text())["i"] == 199
+    assert [p.name for p in tmp_path.iterdir()] == ["repo.json"]  # no temporary file left
+
+
+def test_one_memory_cites(make_repo, home):
+    r = make_repo("grammar")
+    r.write("a.py", "def f():\n    return 1\n")
+    r.commit("c1")
+    build_snapshot(r.root, home)
+    api.remember(home, "f returns one", repo=r.root, refs=["a.py::f"], topic="one")
+    ctx = pre_edit(home, str(r.root / "a.py"))["hookSpecificOutput"]["additionalContext"]
+    assert ctx.startswith("citegraph: 1 memory cites a.py,"), ctx
+    api.remember(home, "f is small", repo=r.root, refs=["a.py"], topic="two")
+    ctx = pre_edit(home, str(r.root / "a.py"))["hookSpecificOutput"]["additionalContext"]
+    assert ctx.startswith("citegraph: 2 memories cite a.py,"), ctx
