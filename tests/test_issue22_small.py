@@ -49,3 +49,30 @@ def test_one_memory_cites(make_repo, home):
     api.remember(home, "f is small", repo=r.root, refs=["a.py"], topic="two")
     ctx = pre_edit(home, str(r.root / "a.py"))["hookSpecificOutput"]["additionalContext"]
     assert ctx.startswith("citegraph: 2 memories cite a.py,"), ctx
+
+
+def test_out_files_follow_the_umask(tmp_path):
+    """`check --out` / `report --out`: a new file gets 0666 less the umask (before: 0600
+    from mkstemp, whatever the umask); a replaced file keeps its mode."""
+    import os
+    import stat
+
+    from citegraph.cli.check_cmds import write_output
+
+    def mode(p) -> int:
+        return stat.S_IMODE(os.stat(p).st_mode)
+
+    old = os.umask(0o022)
+    try:
+        write_output(str(tmp_path / "a.sarif"), "{}\n")
+        os.umask(0o002)
+        write_output(str(tmp_path / "b.md"), "x\n")
+        os.umask(0o077)
+        write_output(str(tmp_path / "c.md"), "x\n")
+        os.chmod(tmp_path / "a.sarif", 0o640)
+        os.umask(0o022)
+        write_output(str(tmp_path / "a.sarif"), "{\"v\": 2}\n")
+    finally:
+        os.umask(old)
+    assert (mode(tmp_path / "a.sarif"), mode(tmp_path / "b.md"), mode(tmp_path / "c.md")) == (0o640, 0o664, 0o600)
+    assert (tmp_path / "a.sarif").read_text() == "{\"v\": 2}\n"
