@@ -84,6 +84,10 @@ def symbols_of_file(file: Path | str, home: Home, source: StateSource | None = N
         rel = from_url(file, ctx).split("#L", 1)[0]
         file = ctx.root / rel
     file = Path(file) if os.path.isabs(file) else Path(cwd or os.getcwd()) / file
+    if file.is_dir() and not file.is_symlink():
+        raise CitegraphError(f"{file}: is a directory, not a file",
+                             "pass one file (symbols lists a file's symbols); to search a directory use "
+                             "citegraph find NAME --path DIR", code=2, kind="usage")
     start = file.parent if not file.is_dir() else file
     while not start.exists() and start != start.parent:
         start = start.parent

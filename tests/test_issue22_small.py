@@ -76,3 +76,16 @@ def test_out_files_follow_the_umask(tmp_path):
         os.umask(old)
     assert (mode(tmp_path / "a.sarif"), mode(tmp_path / "b.md"), mode(tmp_path / "c.md")) == (0o640, 0o664, 0o600)
     assert (tmp_path / "a.sarif").read_text() == "{\"v\": 2}\n"
+
+
+def test_symbols_of_a_directory_says_it_is_a_directory(make_repo, home, run_cli):
+    r = make_repo("dirs")
+    r.write("src/a.py", "def f():\n    return 1\n")
+    r.commit("c1")
+    build_snapshot(r.root, home)
+    for args in (["symbols", "src", "--no-service"], ["symbols", str(r.root / "src"), "--no-service"]):
+        p = run_cli(*args, cwd=r.root)
+        assert p.returncode == 2 and p.stdout == "", p.stderr
+        line = p.stderr.strip()
+        assert "\n" not in line and "is a directory" in line and "find NAME --path DIR" in line, line
+        assert "not in the snapshot" not in line
