@@ -91,8 +91,8 @@ def check(ctx: click.Context, base: str, head: str, repo: str, project: str | No
     else:
         text = check_formats.to_text(rep)
     write_output(out, text)
-    if out not in (None, "-") or rep.status == "unknown":
-        click.echo(check_formats.headline(rep), err=True)
+    if out not in (None, "-"):
+        click.echo(check_formats.headline(rep), err=True)  # the output went to a file: say what it holds
     if rep.status == "unknown":
         click.echo(f"citegraph: the check is unknown: {rep.reason} — {rep.next_step}", err=True)
     sys.exit(rep.exit_code())
