@@ -130,15 +130,17 @@ def _through_symlink(directory: Path) -> Path | None:
 
 def find_symbols(repo_path: str | os.PathLike[str], home: Home, name: str, limit: int = 50,
                  source: StateSource | None = None, *, kinds: list[str] | None = None,
-                 path: str | None = None, cwd: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
-    """Symbols matching ``name`` (exact, qualified-suffix, prefix, glob, substring;
-    ranked: graph/symbol_search.py), optionally only of ``kinds`` and under ``path`` (a
-    file, directory or glob; cwd-relative, ``./`` or absolute like any ref path)."""
+                 path: str | None = None, cwd: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """``find --json``: the symbols matching ``name`` (exact, qualified-suffix, prefix,
+    glob, substring; ranked: graph/symbol_search.py), optionally only of ``kinds`` and
+    under ``path`` (a file, directory or glob; cwd-relative, ``./`` or absolute like any
+    ref path) — at most ``limit``, and ``truncated`` when more match (never a silent cut)."""
     cur = (source or ScanSource()).read(repo_path, home)
     require_current(cur)
     if path is not None and not is_glob(path):
         path = normalize_path(path, RefPaths.for_repo(cur.repo, cwd if cwd is not None else repo_path)) \
             if cur.repo.workdir else path
     with Snapshot.open(cur.store, cur.snapshot_id, cur.repo) as snap:
-        return [{**public_symbol(s), "match": s["match"]}
-                for s in search(snap, name, kinds=kinds, path=path, limit=limit)]
+        rows = [{**public_symbol(s), "match": s["match"]}
+                for s in search(snap, name, kinds=kinds, path=path, limit=limit + 1)]
+    return {"symbols": rows[:limit], "truncated": len(rows) > limit, "limit": limit}

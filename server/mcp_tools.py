@@ -133,9 +133,8 @@ def _find(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
     data = _served(ctx, "find", {"repo": cwd, "name": a["name"], "limit": limit, "kinds": kinds,
                                  "path": path, "cwd": cwd})
     if data is None:
-        data = {"symbols": queries.find_symbols(cwd, ctx.home, a["name"], limit, kinds=kinds, path=path,
-                                                cwd=cwd)}
-    return {"symbols": data["symbols"]}
+        data = queries.find_symbols(cwd, ctx.home, a["name"], limit, kinds=kinds, path=path, cwd=cwd)
+    return data
 
 
 # --- memories ----------------------------------------------------------------------------
@@ -364,7 +363,7 @@ TOOLS: dict[str, ToolSpec] = {t.name: t for t in (
         "their handles (cgs_…), paths and lines. Use it to find the handle or path::Name to cite in remember, "
         "or to look up where a function or class is defined now. Same as `citegraph find NAME --json`.",
         {"callerCwd": CWD, "name": _s("The symbol's name, qualified name, prefix or glob, e.g. next_delay, RetryPolicy.next_delay, Context.inv or 'invok*'; best matches first."),
-         "limit": _i("At most this many symbols (default 50).", 1, 500),
+         "limit": _i("At most this many symbols (default 50; truncated says when more match).", 1, 500),
          "kinds": {"type": "array", "items": {"type": "string"},
                    "description": "Only symbols of these kinds (e.g. function, method, class)."},
          "path": _s("Only symbols under this file or directory, or matching this glob (relative to callerCwd, "

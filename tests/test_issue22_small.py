@@ -89,3 +89,21 @@ def test_symbols_of_a_directory_says_it_is_a_directory(make_repo, home, run_cli)
         line = p.stderr.strip()
         assert "\n" not in line and "is a directory" in line and "find NAME --path DIR" in line, line
         assert "not in the snapshot" not in line
+
+
+def test_find_says_when_it_stops_at_the_limit(make_repo, home, run_cli):
+    """Before: find printed 50 rows and nothing else when 60 matched."""
+    r = make_repo("many")
+    r.write("a.py", "".join(f"def handler_{i}():\n    return {i}\n\n\n" for i in range(60)))
+    r.commit("c1")
+    build_snapshot(r.root, home)
+    p = run_cli("find", "handler_", "--repo", str(r.root), "--no-service")
+    assert p.returncode == 0 and len(p.stdout.splitlines()) == 50
+    assert "more symbols match: showing the best 50" in p.stderr and "--limit" in p.stderr
+    doc = json.loads(run_cli("find", "handler_", "--repo", str(r.root), "--no-service", "--json").stdout)
+    assert (len(doc["symbols"]), doc["truncated"], doc["limit"]) == (50, True, 50)
+    doc = json.loads(run_cli("find", "handler_", "--repo", str(r.root), "--no-service", "--json",
+                             "--limit", "60").stdout)
+    assert (len(doc["symbols"]), doc["truncated"]) == (60, False)
+    p = run_cli("find", "handler_", "--repo", str(r.root), "--no-service", "--limit", "60")
+    assert p.returncode == 0 and p.stderr == ""
