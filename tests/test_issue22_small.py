@@ -107,3 +107,19 @@ def test_find_says_when_it_stops_at_the_limit(make_repo, home, run_cli):
     assert (len(doc["symbols"]), doc["truncated"]) == (60, False)
     p = run_cli("find", "handler_", "--repo", str(r.root), "--no-service", "--limit", "60")
     assert p.returncode == 0 and p.stderr == ""
+
+
+def test_cited_on_a_mistyped_path_suggests_the_close_one(make_repo, home, run_cli):
+    """Before: `cited src/retyr.py` only said that no memory cites this code."""
+    r = make_repo("typo")
+    r.write("src/retry.py", "def f():\n    return 1\n")
+    r.commit("c1")
+    build_snapshot(r.root, home)
+    api.remember(home, "f returns one", repo=r.root, refs=["src/retry.py"], topic="one")
+    p = run_cli("cited", "src/retyr.py", "--repo", str(r.root), "--no-service")
+    assert p.returncode == 1
+    assert "src/retyr.py (src/retyr.py is not in the current code; closest: src/retry.py)" in p.stdout, p.stdout
+    doc = json.loads(run_cli("cited", "src/retyr.py#L1-L2", "--repo", str(r.root), "--no-service", "--json").stdout)
+    assert "closest: src/retry.py" in doc["refs"][0]["note"]
+    found = json.loads(run_cli("cited", "src/retry.py", "--repo", str(r.root), "--no-service", "--json").stdout)
+    assert found["refs"][0]["note"] is None and len(found["memories"]) == 1
