@@ -123,3 +123,27 @@ def test_cited_on_a_mistyped_path_suggests_the_close_one(make_repo, home, run_cl
     assert "closest: src/retry.py" in doc["refs"][0]["note"]
     found = json.loads(run_cli("cited", "src/retry.py", "--repo", str(r.root), "--no-service", "--json").stdout)
     assert found["refs"][0]["note"] is None and len(found["memories"]) == 1
+
+
+def test_graph_takes_a_name_find_resolves_uniquely(make_repo, home, run_cli):
+    """Before: `graph callers make_str` was refused ("does not name a symbol") though
+    `find make_str` named exactly one symbol."""
+    r = make_repo("graphname")
+    r.write("src/util.py", "def make_str(x):\n    return str(x)\n\n\ndef twice(x):\n    return x * 2\n")
+    r.write("src/app.py", "from src.util import make_str\n\n\ndef run():\n    return make_str(1)\n")
+    r.write("src/other.py", "def twice(x):\n    return x + x\n")
+    r.commit("c1")
+    build_snapshot(r.root, home)
+    p = run_cli("graph", "callers", "make_str", "--repo", str(r.root), "--json", "--no-service")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["root"]["qualified_name"] == "make_str" and doc["root"]["path"] == "src/util.py"
+    assert [n["qualified_name"] for n in doc["nodes"]] == ["run"]
+    p = run_cli("graph", "callers", "twice", "--repo", str(r.root), "--no-service")
+    assert p.returncode == 2 and p.stdout == ""
+    line = p.stderr.strip()
+    assert "\n" not in line and "2 symbols are named 'twice': src/other.py::twice, src/util.py::twice" in line, line
+    p = run_cli("graph", "callers", "no_such_thing", "--repo", str(r.root), "--no-service")
+    assert p.returncode == 2 and "names no symbol" in p.stderr and "find NAME" in p.stderr
+    p = run_cli("graph", "callers", "src/util.py", "--repo", str(r.root), "--no-service")
+    assert p.returncode == 2 and "does not name a symbol" in p.stderr
