@@ -251,7 +251,7 @@ def build_server(home: Home, dispatcher: Dispatcher | None = None) -> Any:
     dispatcher = dispatcher or Dispatcher(home)
 
     async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[tool_listing(types, t) for t in dispatcher.tools.values()])
+        return types.ListToolsResult(tools=[tool_listing(types, t) for t in dispatcher.tools.values() if t.listed])
 
     async def on_call(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         return wire_result(types, await dispatcher.call(params.name, params.arguments, roots=_roots_of(ctx)))

@@ -201,17 +201,19 @@ def _brief(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
     return _to_json(api.brief(ctx.home, a["task"], **kwargs, source=ctx.source(READ_WAIT_S)))
 
 
-def _graph(op: str) -> Callable[[ToolContext, dict[str, Any]], dict[str, Any]]:
-    """The handler of the ``graph_<op>`` tool (``citegraph graph <op> REF --json``)."""
+def _graph(op: str | None) -> Callable[[ToolContext, dict[str, Any]], dict[str, Any]]:
+    """The handler of the ``graph`` tool (``op`` from the arguments), or of an older
+    ``graph_<op>`` name (``citegraph graph <op> REF --json``)."""
 
     def handler(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
         from citegraph.validator.impact import graph_query
 
-        cwd = _cwd(a, f"graph_{op}")
+        which = op or a["op"]
+        cwd = _cwd(a, "graph" if op is None else f"graph_{op}")
         depth = a.get("depth", 1)
-        data = _served(ctx, "graph", {"op": op, "ref": a["ref"], "depth": depth, "repo": cwd})
+        data = _served(ctx, "graph", {"op": which, "ref": a["ref"], "depth": depth, "repo": cwd})
         if data is None:
-            data = graph_query(ctx.home, cwd, op, a["ref"], depth, source=ctx.source(READ_WAIT_S))
+            data = graph_query(ctx.home, cwd, which, a["ref"], depth, source=ctx.source(READ_WAIT_S))
         return data
 
     return handler
@@ -344,6 +346,7 @@ GRAPH_ARGS = {"callerCwd": CWD,
               "ref": _s("The symbol: path::Qualified.name (optionally [N]), a cgs_/cgr_ handle from find or "
                         "symbols, or a GitHub blob URL of a line in the repository."),
               "depth": _i("How many hops to follow (default 1).", 1, 5)}
+GRAPH_OPS = ("callers", "callees", "deps", "dependents")
 GRAPH_TOOLS = (
     ("callers", "Who calls this symbol", "The symbols that call REF, through the resolved call edges of the "
      "exact-current snapshot. Use it before changing a function's behaviour or signature, to see who relies "
@@ -532,16 +535,26 @@ TOOLS: dict[str, ToolSpec] = {t.name: t for t in (
         "Use it to decide whether to call workset_prepare. Same as `citegraph workset status NAME --json`.",
         {"workset": WORKSET}, ("workset",), _workset_status, title="Workset readiness",
         output="workset-status", lanes=workset_lanes, **READ),
-    *(ToolSpec(f"graph_{op}", f"{text} Same as `citegraph graph {op} REF --json`.", GRAPH_ARGS, ("ref",),
-               _graph(op), title=title, output="graph", **READ) for op, title, text in GRAPH_TOOLS),
+    ToolSpec(
+        "graph",
+        "The symbol graph around REF in the exact-current snapshot (resolved edges): op callers = who calls "
+        "it, callees = what it calls, deps = everything it calls, references or inherits, dependents = "
+        "everything that does so to it. Use it before changing a symbol (callers, dependents) or trusting a "
+        "memory about it (callees, deps). Same as `citegraph graph OP REF --json`.",
+        {"op": {"type": "string", "enum": list(GRAPH_OPS), "description": "callers, callees, deps or dependents."},
+         **GRAPH_ARGS}, ("op", "ref"), _graph(None), title="Symbol graph", output="graph", **READ),
 )}
 
 for _spec in list(TOOLS.values()):
-    for _alias in _spec.aliases:  # older names kept working (docs/mcp.md)
+    for _alias in _spec.aliases:  # older names keep working, unlisted (docs/mcp.md)
         TOOLS[_alias] = ToolSpec(
             _alias, f"Alias of `{_spec.name}` (kept for older clients). " + _spec.description, _spec.properties,
             _spec.required, _spec.handler, read_only=_spec.read_only, lanes=_spec.lanes,
             title=f"{_spec.title} (alias of {_spec.name})", output=_spec.output, destructive=_spec.destructive,
-            idempotent=_spec.idempotent, needs_cwd=_spec.needs_cwd)
+            idempotent=_spec.idempotent, needs_cwd=_spec.needs_cwd, listed=False)
+for _op, _title, _text in GRAPH_TOOLS:  # the graph_* tools before `graph` took op (issue 22)
+    TOOLS[f"graph_{_op}"] = ToolSpec(
+        f"graph_{_op}", f"{_text} Same as `graph` with op {_op}.", GRAPH_ARGS, ("ref",), _graph(_op),
+        title=_title, output="graph", listed=False, **READ)
 
 

@@ -185,7 +185,7 @@ def test_malformed_lines_get_jsonrpc_errors_and_service_continues(raw_server):
 
     s.send({"jsonrpc": "2.0", "id": 9, "method": "tools/list"})
     tools = s.answer(9)["result"]["tools"]
-    assert {t["name"] for t in tools} == set(TOOLS)
+    assert {t["name"] for t in tools} == {n for n, t in TOOLS.items() if t.listed}  # aliases unlisted
     assert s.close() == 0
 
 
@@ -574,6 +574,7 @@ def _valid_values(name: str, root: str) -> st.SearchStrategy:
         "limit": st.integers(0, 600),
         "ref": st.sampled_from(["src/retry.py::keep_key", "src/retry.py::Nope", "cgs_zz", "../x"]),
         "depth": st.integers(0, 7),
+        "op": st.sampled_from(["callers", "callees", "deps", "dependents", "nope"]),
         "dependencyDepth": st.integers(-1, 5),
         "kinds": st.lists(st.sampled_from(["function", "method", "class", "nope"]), max_size=2),
         "path": st.sampled_from(["src", "src/retry.py", "src/*.py", "/etc", "../x"]),
@@ -643,7 +644,8 @@ RESULT_KEYS = {"remember": "citations", "brief": "coverage", "validate": "summar
                "symbols": "symbols", "cited": "memories", "refresh": "memories", "list": "memories", "show": "text",
                "history": "revisions", "workset_create": "members", "workset_add": "members",
                "workset_remove": "members", "workset_list": "worksets", "workset_show": "members",
-               "workset_status": "ready", **{f"graph_{op}": "nodes" for op in ("callers", "callees", "deps", "dependents")}}
+               "workset_status": "ready", "graph": "nodes",
+               **{f"graph_{op}": "nodes" for op in ("callers", "callees", "deps", "dependents")}}
 WRITERS = {"remember", "refresh"}  # tools that may add memory revisions by design
 
 
@@ -700,7 +702,7 @@ def test_every_argument_refuses_every_hostile_value_by_name(indexed, home):
     ws.create(home, "ws", [root])
     base = {"callerCwd": root, "text": "a claim", "task": "a task", "workset": "ws", "name": "keep_key",
             "file": "src/retry.py", "memoryId": "cgm_0000000000000000", "codeRefs": ["src/retry.py"],
-            "paths": [root], "ref": "src/retry.py::x"}
+            "paths": [root], "ref": "src/retry.py::x", "op": "callers"}
     before = _store_rows(home)
     seen = 0
 
