@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Awaitable, Callable
@@ -154,7 +155,8 @@ class Dispatcher:
 
     def __init__(self, home: Home, *, tools: dict[str, ToolSpec] | None = None,
                  call_timeout: float = DEFAULT_CALL_TIMEOUT_S, max_threads: int = DEFAULT_MAX_THREADS,
-                 context: ToolContext | None = None, server_cwd: str | None = None) -> None:
+                 context: ToolContext | None = None, server_cwd: str | None = None,
+                 starting: threading.Event | None = None) -> None:
         if not call_timeout > 0:
             raise ValueError("call_timeout must be positive")
         self.home = home
@@ -163,6 +165,11 @@ class Dispatcher:
         self.call_timeout = call_timeout
         self.lanes = Lanes(max_threads)
         self.server_cwd = server_cwd
+        self.starting = starting
+        self.on_first_use: Callable[[], None] | None = None
+        """Called (once) by the first ``tools/list`` or call: ``serve`` starts the service then."""
+        """Set once the in-process service has started (or failed to): calls wait for it,
+        ``initialize`` and ``tools/list`` do not (``serve`` starts it after them, issue 22)."""
         """The server process's own working directory (``serve`` passes it): the
         repository a client without roots most likely means."""
 
@@ -170,6 +177,7 @@ class Dispatcher:
                    roots: Callable[[], Awaitable[list[str] | None]] | None = None) -> ToolOutcome:
         """Run one call. ``roots``: asks the client for its roots (None: the client declared
         none) — used only when the call needs a working directory and has no ``callerCwd``."""
+        self.first_use()
         try:
             spec = self.tools.get(name) if isinstance(name, str) else None
             if spec is None:
@@ -185,6 +193,9 @@ class Dispatcher:
 
         def work() -> ToolOutcome:
             deadline = time.monotonic() + self.call_timeout
+            if self.starting is not None and not self.starting.wait(max(0.0, deadline - time.monotonic())):
+                raise CitegraphError("the MCP server is still starting its resident service",
+                                     "retry in a moment", code=1, retryable=True, kind="starting")
             delay, runs = 0.01, 1
             while True:
                 try:
@@ -201,6 +212,11 @@ class Dispatcher:
             return _timeout(spec.name, t)
         except Exception as exc:  # noqa: BLE001 - a bug must not kill the server
             return _failure(spec.name, exc)
+
+    def first_use(self) -> None:
+        kick, self.on_first_use = self.on_first_use, None
+        if kick is not None:
+            kick()
 
     async def default_cwd(self, roots: Callable[[], Awaitable[list[str] | None]] | None) -> str | None:
         """The working directory of a call without ``callerCwd``: the client's root that is
@@ -251,7 +267,9 @@ def build_server(home: Home, dispatcher: Dispatcher | None = None) -> Any:
     dispatcher = dispatcher or Dispatcher(home)
 
     async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[tool_listing(types, t) for t in dispatcher.tools.values() if t.listed])
+        listing = types.ListToolsResult(tools=[tool_listing(types, t) for t in dispatcher.tools.values() if t.listed])
+        dispatcher.first_use()
+        return listing
 
     async def on_call(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         return wire_result(types, await dispatcher.call(params.name, params.arguments, roots=_roots_of(ctx)))
@@ -362,11 +380,30 @@ def serve(home: Home, *, call_timeout: float = DEFAULT_CALL_TIMEOUT_S, max_threa
 
     from citegraph.server.mcp_stdio import MAX_MESSAGE_BYTES, claimed_stdio, stdio_transport
 
-    service, endpoint, attached = _host_service(home) if host_service else (None, None, False)
-    context = ToolContext(home, service, attached)
-    dispatcher = Dispatcher(home, call_timeout=call_timeout, max_threads=max_threads, context=context,
-                            server_cwd=_own_cwd())
+    started = threading.Event() if host_service else None
+    hosted: list[Any] = [None, None]
+    dispatcher = Dispatcher(home, call_timeout=call_timeout, max_threads=max_threads, context=ToolContext(home),
+                            server_cwd=_own_cwd(), starting=started)
     server = build_server(home, dispatcher)
+
+    def host() -> None:
+        """Start (or attach to) the resident service beside the protocol: importing and
+        starting it took ~1 s before ``initialize`` was answered (issue 22)."""
+        assert started is not None
+        try:
+            service, endpoint, attached = _host_service(home)
+            hosted[:] = [service, endpoint]
+            dispatcher.context = ToolContext(home, service, attached)
+        except Exception as exc:  # noqa: BLE001 - tools then read the repositories themselves
+            why = exc.line() if isinstance(exc, CitegraphError) else f"{type(exc).__name__}: {exc}"
+            print(f"citegraph mcp: the resident service did not start ({why}); tools read the "
+                  "repositories themselves", file=sys.stderr, flush=True)
+        finally:
+            started.set()
+
+    if started is not None:
+        # after initialize, at the first tools/list or call (clients send one at once)
+        dispatcher.on_first_use = threading.Thread(target=host, name="citegraph-mcp-service", daemon=True).start
 
     async def main() -> None:
         async with claimed_stdio() as (fin, fout), stdio_transport(
@@ -378,6 +415,10 @@ def serve(home: Home, *, call_timeout: float = DEFAULT_CALL_TIMEOUT_S, max_threa
     except KeyboardInterrupt:
         pass  # Ctrl-C ends the server quietly; nothing is half-written (calls are atomic)
     finally:
+        dispatcher.on_first_use = None
+        if started is not None and any(t.name == "citegraph-mcp-service" for t in threading.enumerate()):
+            started.wait(60)  # a service still starting is closed once it has
+        service, endpoint = hosted
         if service is not None:
             service.close()
         if endpoint is not None:

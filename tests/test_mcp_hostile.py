@@ -740,3 +740,21 @@ def test_tool_schemas_publish_the_bounds():
 def test_cli_refuses_a_bad_timeout(run_cli, tmp_path: Path):
     res = run_cli("mcp", "--call-timeout", "0")
     assert res.returncode == 2 and "--call-timeout" in res.stderr
+
+
+def test_initialize_is_answered_before_the_service_starts(indexed, home, raw_server):
+    """Issue 22 item 3: `citegraph mcp` answered `initialize` only after importing and
+    starting the in-process resident service (~1 s more on a loaded machine); now the
+    service starts at the first tools/list or call, and calls wait for it."""
+    from citegraph.server.locator import socket_path
+
+    s = raw_server()
+    s.initialize()
+    assert not socket_path(home).exists()  # answered before the service was started
+    s.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    assert s.answer(2)["result"]["tools"]
+    s.call(3, "status", {"callerCwd": str(indexed.root)})
+    res = s.answer(3)["result"]
+    assert res["isError"] is False and res["structuredContent"]["service"]["used"] is True, res
+    assert socket_path(home).exists()
+    assert s.close() == 0
