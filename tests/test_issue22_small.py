@@ -147,3 +147,31 @@ def test_graph_takes_a_name_find_resolves_uniquely(make_repo, home, run_cli):
     assert p.returncode == 2 and "names no symbol" in p.stderr and "find NAME" in p.stderr
     p = run_cli("graph", "callers", "src/util.py", "--repo", str(r.root), "--no-service")
     assert p.returncode == 2 and "does not name a symbol" in p.stderr
+
+
+def test_report_shows_deleted_code_and_locators_not_hashes(make_repo, home):
+    """Issue 22 item 7 (part): deleted code had no diff in the report, and a citation made
+    by handle showed the raw hash instead of the code's name."""
+    from citegraph.graph import queries
+    from citegraph.memory.review import report
+    from citegraph.memory.review.report_html import render
+
+    r = make_repo("report")
+    r.write("a.py", "def f():\n    return 1\n\n\ndef gone():\n    x = 2\n    return x\n")
+    r.commit("c1")
+    build_snapshot(r.root, home)
+    handle = next(s["handle"] for s in queries.symbols_of_file(r.root / "a.py", home) if s["name"] == "f")
+    api.remember(home, "gone returns two", repo=r.root, refs=["a.py::gone"], topic="gone")
+    api.remember(home, "f returns one", repo=r.root, refs=[handle], topic="byhandle")
+    r.write("a.py", "def f():\n    return 1\n")
+    r.commit("c2")
+    build_snapshot(r.root, home)
+    data = report.build(home, repo_paths=[str(r.root)])
+    cites = {m["topic"]: m["citations"][0] for m in data["memories"]}
+    assert cites["gone"]["outcome"] == "deleted"
+    diff = cites["gone"]["diff"]
+    assert diff and [row["tag"] for row in diff] == ["delete"] and diff[0]["old"][0] == "def gone():"
+    md = report.to_markdown(data)
+    assert "<code>a.py::f</code>" in md and handle not in md
+    page = render(data)
+    assert "<code>a.py::f</code>" in page and f"<code>{handle}</code>" not in page

@@ -123,6 +123,21 @@ def cited_and_current(r: Receipt, obs: dict[str, Any], snap: Snapshot | None,
     return cited, current
 
 
+def cited_bytes(r: Receipt, repo: pygit2.Repository | None) -> bytes | None:
+    """The bytes a citation captured (its symbol, span or file), or None when the blob
+    is gone or too large to show."""
+    data = _read(repo, r.blob_id)
+    if data is None:
+        return None
+    if r.kind == "symbol":
+        if r.start_byte is None or r.end_byte is None:
+            return None
+        data = data[r.start_byte:r.end_byte]
+    elif r.kind == "span":
+        data = _lines(data, r.start_line, r.end_line)
+    return data if len(data) <= MAX_DIFF_BYTES else None
+
+
 def build(home: Home, *, repo_paths: list[str] | None = None, project: str | None = None,
           at: str | None = None) -> dict[str, Any]:
     """The report's data (plain JSON-shaped): counts, memories, citations, diffs."""
@@ -171,6 +186,11 @@ def build(home: Home, *, repo_paths: list[str] | None = None, project: str | Non
                     pair = cited_and_current(r, c, snaps[cur.snapshot_id], cur.repo)
                     if pair is not None:
                         c["diff"] = line_diff(*pair)
+                elif c["outcome"] == "deleted" and cur is not None:
+                    # what was deleted: the cited code against nothing (issue 22: no diff before)
+                    gone = cited_bytes(r, cur.repo)
+                    if gone is not None:
+                        c["diff"] = line_diff(gone, b"")
             out_mems.append({**data, "project": mem.project, "topic": mem.topic, "kind": mem.kind,
                              "text": mem.text, "updated_at": mem.updated_at})
     finally:
@@ -213,5 +233,5 @@ def to_markdown(data: dict[str, Any]) -> str:
                     loc = " → " + md_code(ob["path"] + (f"#L{ob['start_line']}-L{ob['end_line']}"
                                                         if ob.get("start_line") else ""))
                 why = f" ({md_text(c['reason'])})" if c.get("reason") else ""
-                out.append(f"  - {c['outcome']}{why}: {md_code(c['ref'])}{loc}")
+                out.append(f"  - {c['outcome']}{why}: {md_code(c.get('locator') or c['ref'])}{loc}")
     return "\n".join(out) + "\n"
