@@ -175,3 +175,29 @@ def test_report_shows_deleted_code_and_locators_not_hashes(make_repo, home):
     assert "<code>a.py::f</code>" in md and handle not in md
     page = render(data)
     assert "<code>a.py::f</code>" in page and f"<code>{handle}</code>" not in page
+
+
+def test_report_diffs_a_moved_then_changed_span_against_its_own_lines(make_repo, home):
+    """Issue 22 item 7: a span that moved and then changed was diffed against whatever
+    now sits at its old line numbers (`render_finish` shown against `pct`)."""
+    from citegraph.memory.review import report
+
+    pct = "def pct(done, total):\n    return 100 * done // total\n\n\n"
+    finish = "def render_finish(bar):\n    bar.finish()\n    return bar.text\n"
+    r = make_repo("moved")
+    r.write("bar.py", pct + finish)
+    r.commit("c1")
+    build_snapshot(r.root, home)
+    api.remember(home, "render_finish returns the text", repo=r.root, refs=["bar.py#L5-L7"], topic="span")
+    r.write("bar.py", "import os\n\n\n" + pct.replace("bar", "x") + pct.replace("pct", "pct2")
+            + finish.replace("bar.text", "bar.label"))
+    r.commit("c2")
+    build_snapshot(r.root, home)
+    data = report.build(home, repo_paths=[str(r.root)])
+    c = data["memories"][0]["citations"][0]
+    assert c["outcome"] == "changed", c
+    new_side = [ln for row in c["diff"] for ln in row["new"]]
+    old_side = [ln for row in c["diff"] for ln in row["old"]]
+    assert old_side == ["def render_finish(bar):", "    bar.finish()", "    return bar.text"]
+    assert new_side == ["def render_finish(bar):", "    bar.finish()", "    return bar.label"], c["diff"]
+    assert report.follow_span(b"a\nb\nc\n", b"x\ny\nz\n", 2, 3) == (2, 3)  # nothing survived: same numbers
