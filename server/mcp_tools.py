@@ -31,9 +31,8 @@ from citegraph.server.mcp_spec import (
 # --- argument schemas ---------------------------------------------------------------------
 
 CWD = {"type": "string", "description":
-       "Absolute path of your working directory; selects the repository, as the current directory does for "
-       "the CLI. Optional when the client declares roots (the root that is a git repository is used) or when "
-       "the data home holds exactly one repository."}
+       "Absolute path of your working directory: selects the repository. Optional: default the client's git "
+       "root, else the server's own directory, else the only repository known."}
 PROJECT = {"type": "string", "description": "Only memories of this project (a name: letters, digits, _ - .)."}
 WORKSET = {"type": "string", "description": "The workset's name (a named set of repositories; see workset_create)."}
 MEMORY_ID = {"type": "string", "description": "The memory's id (cgm_…), as remember, list or brief return it."}
