@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import pygit2
 
-from citegraph.graph.snapshot_builder import resolve_target
+from citegraph.graph.build_target import resolve_target
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.graph.store import Home, RepoStore
 from citegraph.indexer import gitrepo

@@ -11,12 +11,14 @@ fragment hash already). Only targets with a handle count: tier ``resolved`` or
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import pyarrow as pa
 
 from citegraph.graph.snapshot_reader import Snapshot
+
+if TYPE_CHECKING:  # networkx is imported where a graph is built: the pre-edit hook never builds one
+    import networkx as nx
 
 # Capture records at most this many dependencies per symbol citation, breadth first to
 # this depth (docs/graph.md): a receipt stays small, validation's work stays bounded.
@@ -162,6 +164,8 @@ def subgraph(snap: Snapshot, start: list[str], direction: str, depth: int,
     ways of each node, breadth first to ``depth`` (at most ``max_nodes`` nodes), of the
     edge ``kinds`` (None: calls, references, inherits). Edges point from the dependent to
     the dependency. Returns (graph, truncated)."""
+    import networkx as nx
+
     g: nx.DiGraph = nx.DiGraph()
     g.add_nodes_from(start, depth=0)
     frontier = list(dict.fromkeys(start))
@@ -195,11 +199,13 @@ def subgraph(snap: Snapshot, start: list[str], direction: str, depth: int,
 
 def distances(g: nx.DiGraph, start: list[str], direction: str) -> dict[str, int]:
     """Hops from ``start`` to every node of ``g`` along the traversal's direction."""
+    import networkx
+
     view = g.reverse(copy=False) if direction == "in" else (g.to_undirected(as_view=True) if direction == "both" else g)
     out: dict[str, int] = {}
     for s in start:
         if s in view:
-            for n, d in nx.single_source_shortest_path_length(view, s).items():
+            for n, d in networkx.single_source_shortest_path_length(view, s).items():
                 if d < out.get(n, 1 << 30):
                     out[n] = d
     return out

@@ -239,3 +239,19 @@ def test_session_start_drops_whole_memories_that_do_not_fit(repo, home):
     assert whole == list(range(6 - len(whole), 6)) and len(whole) >= 2  # the newest ones: rank order
     assert not any(t[:40] in ctx for k, t in enumerate(texts) if k not in whole)  # none cut
     assert f"omitted to fit the budget: {6 - len(whole)} memories" in ctx
+
+
+def test_the_pre_edit_hook_imports_no_builder_and_no_graph_library(cited_repo, repo, home):
+    """Issue 22 item 3 (hook budget): without the service, the pre-edit hook of an uncited
+    file imported the snapshot builder (through graph/current.py) and networkx (through
+    graph/graph_view.py) — ~0.5 s of imports for nothing it uses."""
+    code = ("import sys, runpy, atexit\n"
+            "atexit.register(lambda: sys.stderr.write(' '.join(sorted(m for m in ('networkx', "
+            "'citegraph.graph.snapshot_builder', 'citegraph.graph.extract_pool') if m in sys.modules))))\n"
+            "sys.argv = ['citegraph', '--home', sys.argv[1], 'hook', 'pre-edit', '--no-service']\n"
+            "runpy.run_module('citegraph.cli.main', run_name='__main__')")
+    env = {k: v for k, v in os.environ.items() if k != "CITEGRAPH_HOME"}
+    p = subprocess.run([sys.executable, "-c", code, str(home.root)], input=json.dumps(event(repo.root, "src/other.py")),
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert (p.returncode, p.stdout) == (0, ""), p.stderr  # silent: nothing cites it
+    assert p.stderr == "", p.stderr
