@@ -158,8 +158,9 @@ def move(ctx: click.Context, old_url: str, new_url: str, as_json: bool) -> None:
         emit_json(res)
         return
     echo(f"{res['from']['source']} ({res['from']['repository_id'][:16]}…) → {res['to']['source']} "
-               f"({res['to']['repository_id'][:16]}…): {res['memories']} memor{'y' if res['memories'] == 1 else 'ies'} "
-               "cite the old identity" + ("" if res["added"] else " (already recorded)"))
+          f"({res['to']['repository_id'][:16]}…): {res['memories']} "
+          + ("memory cites" if res["memories"] == 1 else "memories cite")
+          + " the old identity" + ("" if res["added"] else " (already recorded)"))
 
 
 @outputs("repo")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 import tempfile
 
@@ -27,6 +28,9 @@ def write_output(out: str | None, text: str) -> None:
         raise CitegraphError(f"{out}: no such directory", "create it or pass another --out", code=2)
     fd, tmp = tempfile.mkstemp(prefix=".citegraph-", dir=folder)
     try:
+        # mkstemp creates 0600; the output is an ordinary file: the mode a plain open()
+        # would give (0666 less the umask), or the mode of the file it replaces (issue 22)
+        os.fchmod(fd, _output_mode(target))
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, target)
@@ -34,6 +38,15 @@ def write_output(out: str | None, text: str) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _output_mode(target: str) -> int:
+    try:
+        return stat.S_IMODE(os.stat(target).st_mode)
+    except OSError:
+        mask = os.umask(0)  # read it: os has no getter (one-shot CLI, no threads here)
+        os.umask(mask)
+        return 0o666 & ~mask
 
 
 @outputs("check")
@@ -80,8 +93,8 @@ def check(ctx: click.Context, base: str, head: str, repo: str, project: str | No
     else:  # paths and memory text are untrusted: controls shown, never obeyed (also in a file)
         text = terminal(check_formats.to_text(rep))
     write_output(out, text)
-    if out not in (None, "-") or rep.status == "unknown":
-        echo(check_formats.headline(rep), err=True)
+    if out not in (None, "-"):
+        echo(check_formats.headline(rep), err=True)  # the output went to a file: say what it holds
     if rep.status == "unknown":
         echo(f"citegraph: the check is unknown: {rep.reason} — {rep.next_step}", err=True)
     sys.exit(rep.exit_code())

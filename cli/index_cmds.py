@@ -156,7 +156,8 @@ def symbols(ctx: click.Context, file: str, as_json: bool, no_service: bool) -> N
         emit_json({"symbols": rows})
     else:
         for s in rows:
-            echo(f"{s['start_line']:>5}-{s['end_line']:<5} {s['kind']:10} {s['qualified_name']}  {s['handle']}")
+            name = s["qualified_name"] + (f"[{s['ordinal']}]" if s.get("ordinal") else "")  # citable as path::name
+            echo(f"{s['start_line']:>5}-{s['end_line']:<5} {s['kind']:10} {name}  {s['handle']}")
         if not rows:
             echo(f"no symbols in {file}", err=True)
     if not rows:  # like grep: nothing found is exit 1
@@ -181,22 +182,24 @@ def find(ctx: click.Context, name: str, repo_path: str, kinds: tuple[str, ...], 
     substring; ranked in that order, shorter names first. Exit 1 when nothing matches."""
     args = {"repo": abspath(repo_path), "name": name, "limit": limit, "kinds": list(kinds) or None,
             "path": path, "cwd": os.getcwd()}
-    served = via_service(ctx, "find", args, no_service=no_service)
-    if served is not None:
-        rows = served["symbols"]
-    else:
+    data = via_service(ctx, "find", args, no_service=no_service)
+    if data is None:
         from citegraph.graph import queries
 
-        rows = queries.find_symbols(repo_path, get_home(ctx), name, limit, kinds=list(kinds) or None, path=path,
+        data = queries.find_symbols(repo_path, get_home(ctx), name, limit, kinds=list(kinds) or None, path=path,
                                     cwd=os.getcwd())
+    rows = data["symbols"]
     if as_json:
-        emit_json({"symbols": rows})
+        emit_json(data)
     else:
         if not rows:
             echo(f"no symbol matches {name!r}", err=True)
         for s in rows:
-            echo(f"{s['path']}::{s['qualified_name']}  {s['kind']}  L{s['start_line']}-{s['end_line']}  "
+            echo(f"{s['locator']}  {s['kind']}  L{s['start_line']}-{s['end_line']}  "
                        f"{s['handle']}  ({s.get('match', 'exact')})")
+        if data.get("truncated"):
+            echo(f"… more symbols match: showing the best {len(rows)}; narrow it (--kind, --path) or "
+                 f"raise --limit", err=True)
     if not rows:  # like grep: no match is exit 1
         sys.exit(1)
 

@@ -63,7 +63,15 @@ def require_current(cur: CurrentState) -> None:
 
 
 def public_symbol(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: row[k] for k in PUBLIC_SYMBOL_FIELDS}
+    """A symbol as outputs show it, with ``locator``: the form to cite it by —
+    ``path::Qualified.name``, with ``[N]`` (its ``ordinal``) where several definitions in
+    the file share the name (overloads, a property's getter and setter), since the bare
+    name is then refused or names only the implementation (issue 22)."""
+    out = {k: row[k] for k in PUBLIC_SYMBOL_FIELDS}
+    ordinal = int(row.get("ordinal") or 0)
+    out["ordinal"] = ordinal
+    out["locator"] = f"{row['path']}::{row['qualified_name']}" + (f"[{ordinal}]" if ordinal else "")
+    return out
 
 
 def symbols_of_file(file: Path | str, home: Home, source: StateSource | None = None,
@@ -76,6 +84,10 @@ def symbols_of_file(file: Path | str, home: Home, source: StateSource | None = N
         rel = from_url(file, ctx).split("#L", 1)[0]
         file = ctx.root / rel
     file = Path(file) if os.path.isabs(file) else Path(cwd or os.getcwd()) / file
+    if file.is_dir() and not file.is_symlink():
+        raise CitegraphError(f"{file}: is a directory, not a file",
+                             "pass one file (symbols lists a file's symbols); to search a directory use "
+                             "citegraph find NAME --path DIR", code=2, kind="usage")
     start = file.parent if not file.is_dir() else file
     while not start.exists() and start != start.parent:
         start = start.parent
@@ -118,15 +130,17 @@ def _through_symlink(directory: Path) -> Path | None:
 
 def find_symbols(repo_path: str | os.PathLike[str], home: Home, name: str, limit: int = 50,
                  source: StateSource | None = None, *, kinds: list[str] | None = None,
-                 path: str | None = None, cwd: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
-    """Symbols matching ``name`` (exact, qualified-suffix, prefix, glob, substring;
-    ranked: graph/symbol_search.py), optionally only of ``kinds`` and under ``path`` (a
-    file, directory or glob; cwd-relative, ``./`` or absolute like any ref path)."""
+                 path: str | None = None, cwd: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """``find --json``: the symbols matching ``name`` (exact, qualified-suffix, prefix,
+    glob, substring; ranked: graph/symbol_search.py), optionally only of ``kinds`` and
+    under ``path`` (a file, directory or glob; cwd-relative, ``./`` or absolute like any
+    ref path) — at most ``limit``, and ``truncated`` when more match (never a silent cut)."""
     cur = (source or ScanSource()).read(repo_path, home)
     require_current(cur)
     if path is not None and not is_glob(path):
         path = normalize_path(path, RefPaths.for_repo(cur.repo, cwd if cwd is not None else repo_path)) \
             if cur.repo.workdir else path
     with Snapshot.open(cur.store, cur.snapshot_id, cur.repo) as snap:
-        return [{**public_symbol(s), "match": s["match"]}
-                for s in search(snap, name, kinds=kinds, path=path, limit=limit)]
+        rows = [{**public_symbol(s), "match": s["match"]}
+                for s in search(snap, name, kinds=kinds, path=path, limit=limit + 1)]
+    return {"symbols": rows[:limit], "truncated": len(rows) > limit, "limit": limit}

@@ -43,12 +43,13 @@ def default_home() -> Path:
 
 
 def atomic_write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write ``path`` whole or not at all. The temporary is named per write (process and a
-    random part): two threads writing the same file never share one, and a failed write
-    removes only its own."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp")
+    """Write ``path`` whole or not at all. The temporary file is named per operation, not
+    per process: two writers in one process (two worktrees of one repository under one
+    ``serve``) each replace their own file (issue 22: a shared ``.repo.json.<pid>.tmp``
+    made the slower one fail on a file the other had already moved)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
+        with open(tmp, "x", encoding="utf-8") as f:
             json.dump(data, f, sort_keys=True)
             f.flush()
             os.fsync(f.fileno())

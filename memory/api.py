@@ -39,6 +39,9 @@ def remember(home: Home, text: str, *, repo: str | os.PathLike[str] = ".", refs:
         mem, cleared = ms.remember(text, kind=kind, project=project, topic=topic, receipts=receipts,
                                    author=author, agent_id=agent_id, session_id=session_id,
                                    supersedes=supersedes, source_commit=source_commit)
+    if supersedes and mem.id == supersedes:
+        notes.append(f"supersedes names {mem.id}, the memory this call revises: revision {mem.revision} "
+                     "replaces the earlier one (no supersede link is stored)")
     return {
         "id": mem.id, "project": mem.project, "topic": mem.topic, "kind": mem.kind, "revision": mem.revision,
         "citations": [{"id": r.id, "ref": r.ref, "locator": r.locator, "kind": r.kind, "path": r.path,

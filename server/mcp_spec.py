@@ -73,6 +73,9 @@ class ToolSpec:
     """Whether a call with these arguments works on callerCwd's repository (then a missing
     ``callerCwd`` is filled from the client's roots or the one registered repository)."""
     aliases: tuple[str, ...] = field(default=())
+    listed: bool = True
+    """Published by ``tools/list``. An alias (an older name) is callable but not listed:
+    every listed tool costs each agent's context (issue 22, docs/mcp.md "Lean tools")."""
 
     def lane_keys(self, args: dict[str, Any]) -> list[str]:
         return (self.lanes or cwd_lanes)(args)
@@ -97,11 +100,34 @@ class ToolSpec:
                 "additionalProperties": False}
 
     def output_schema(self) -> dict[str, Any] | None:
+        """The bundled JSON Schema of the result without its prose (``lean_schema``): the
+        same constraints as docs/schemas/<output>.schema.json, a third of the size."""
         if self.output is None:
             return None
         from citegraph.schemas import bundled
 
-        return bundled(self.output)
+        return lean_schema(bundled(self.output))
+
+
+PROSE_KEYWORDS = frozenset({"description", "title", "$comment", "examples", "$schema", "$id"})
+
+
+def lean_schema(schema: Any, *, in_properties: bool = False) -> Any:
+    """``schema`` without the keywords that document but never constrain (descriptions,
+    titles, comments, examples, ``$schema``/``$id``): validation is unchanged, and the
+    prose stays in docs/schemas/ where people read it. Keys of ``properties`` (and of
+    ``$defs``) are names, never keywords: a property called ``description`` is kept."""
+    if isinstance(schema, list):
+        return [lean_schema(x) for x in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {}
+    for key, value in schema.items():
+        if in_properties:
+            out[key] = lean_schema(value)
+        elif key not in PROSE_KEYWORDS:
+            out[key] = lean_schema(value, in_properties=key in ("properties", "$defs", "patternProperties"))
+    return out
 
 
 # --- argument checking ---------------------------------------------------------------------
@@ -235,13 +261,15 @@ def check_args(spec: ToolSpec, args: dict[str, Any] | None) -> dict[str, Any]:
 
 def caller_cwd(args: dict[str, Any], required: bool = True, tool: str = "") -> str | None:
     """The absolute working directory of the call (``callerCwd``, filled by the dispatcher
-    from the client's roots or the one registered repository when the client omitted it)."""
+    from the client's roots, the server's own working directory or the one registered
+    repository when the client omitted it)."""
     cwd = args.get("callerCwd")
     prefix = f"{tool}: " if tool else ""
     if cwd is None:
         if required:
             raise usage_error(f"{prefix}no working directory: the `callerCwd` argument is missing, the client declared "
-                         "no root that is a git repository, and the data home does not hold exactly one repository",
+                         "no root that is a git repository, the server was not started inside one, and the data "
+                         "home does not hold exactly one repository",
                          "pass the `callerCwd` argument (the absolute path of your working directory)")
         return None
     if not os.path.isabs(cwd):

@@ -31,9 +31,8 @@ from citegraph.server.mcp_spec import (
 # --- argument schemas ---------------------------------------------------------------------
 
 CWD = {"type": "string", "description":
-       "Absolute path of your working directory; selects the repository, as the current directory does for "
-       "the CLI. Optional when the client declares roots (the root that is a git repository is used) or when "
-       "the data home holds exactly one repository."}
+       "Absolute path of your working directory: selects the repository. Optional: default the client's git "
+       "root, else the server's own directory, else the only repository known."}
 PROJECT = {"type": "string", "description": "Only memories of this project (a name: letters, digits, _ - .)."}
 WORKSET = {"type": "string", "description": "The workset's name (a named set of repositories; see workset_create)."}
 MEMORY_ID = {"type": "string", "description": "The memory's id (cgm_…), as remember, list or brief return it."}
@@ -133,9 +132,8 @@ def _find(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
     data = _served(ctx, "find", {"repo": cwd, "name": a["name"], "limit": limit, "kinds": kinds,
                                  "path": path, "cwd": cwd})
     if data is None:
-        data = {"symbols": queries.find_symbols(cwd, ctx.home, a["name"], limit, kinds=kinds, path=path,
-                                                cwd=cwd)}
-    return {"symbols": data["symbols"]}
+        data = queries.find_symbols(cwd, ctx.home, a["name"], limit, kinds=kinds, path=path, cwd=cwd)
+    return data
 
 
 # --- memories ----------------------------------------------------------------------------
@@ -202,17 +200,19 @@ def _brief(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
     return _to_json(api.brief(ctx.home, a["task"], **kwargs, source=ctx.source(READ_WAIT_S)))
 
 
-def _graph(op: str) -> Callable[[ToolContext, dict[str, Any]], dict[str, Any]]:
-    """The handler of the ``graph_<op>`` tool (``citegraph graph <op> REF --json``)."""
+def _graph(op: str | None) -> Callable[[ToolContext, dict[str, Any]], dict[str, Any]]:
+    """The handler of the ``graph`` tool (``op`` from the arguments), or of an older
+    ``graph_<op>`` name (``citegraph graph <op> REF --json``)."""
 
     def handler(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
         from citegraph.validator.impact import graph_query
 
-        cwd = _cwd(a, f"graph_{op}")
+        which = op or a["op"]
+        cwd = _cwd(a, "graph" if op is None else f"graph_{op}")
         depth = a.get("depth", 1)
-        data = _served(ctx, "graph", {"op": op, "ref": a["ref"], "depth": depth, "repo": cwd})
+        data = _served(ctx, "graph", {"op": which, "ref": a["ref"], "depth": depth, "repo": cwd})
         if data is None:
-            data = graph_query(ctx.home, cwd, op, a["ref"], depth, source=ctx.source(READ_WAIT_S))
+            data = graph_query(ctx.home, cwd, which, a["ref"], depth, source=ctx.source(READ_WAIT_S))
         return data
 
     return handler
@@ -345,6 +345,7 @@ GRAPH_ARGS = {"callerCwd": CWD,
               "ref": _s("The symbol: path::Qualified.name (optionally [N]), a cgs_/cgr_ handle from find or "
                         "symbols, or a GitHub blob URL of a line in the repository."),
               "depth": _i("How many hops to follow (default 1).", 1, 5)}
+GRAPH_OPS = ("callers", "callees", "deps", "dependents")
 GRAPH_TOOLS = (
     ("callers", "Who calls this symbol", "The symbols that call REF, through the resolved call edges of the "
      "exact-current snapshot. Use it before changing a function's behaviour or signature, to see who relies "
@@ -364,7 +365,7 @@ TOOLS: dict[str, ToolSpec] = {t.name: t for t in (
         "their handles (cgs_…), paths and lines. Use it to find the handle or path::Name to cite in remember, "
         "or to look up where a function or class is defined now. Same as `citegraph find NAME --json`.",
         {"callerCwd": CWD, "name": _s("The symbol's name, qualified name, prefix or glob, e.g. next_delay, RetryPolicy.next_delay, Context.inv or 'invok*'; best matches first."),
-         "limit": _i("At most this many symbols (default 50).", 1, 500),
+         "limit": _i("At most this many symbols (default 50; truncated says when more match).", 1, 500),
          "kinds": {"type": "array", "items": {"type": "string"},
                    "description": "Only symbols of these kinds (e.g. function, method, class)."},
          "path": _s("Only symbols under this file or directory, or matching this glob (relative to callerCwd, "
@@ -533,16 +534,26 @@ TOOLS: dict[str, ToolSpec] = {t.name: t for t in (
         "Use it to decide whether to call workset_prepare. Same as `citegraph workset status NAME --json`.",
         {"workset": WORKSET}, ("workset",), _workset_status, title="Workset readiness",
         output="workset-status", lanes=workset_lanes, **READ),
-    *(ToolSpec(f"graph_{op}", f"{text} Same as `citegraph graph {op} REF --json`.", GRAPH_ARGS, ("ref",),
-               _graph(op), title=title, output="graph", **READ) for op, title, text in GRAPH_TOOLS),
+    ToolSpec(
+        "graph",
+        "The symbol graph around REF in the exact-current snapshot (resolved edges): op callers = who calls "
+        "it, callees = what it calls, deps = everything it calls, references or inherits, dependents = "
+        "everything that does so to it. Use it before changing a symbol (callers, dependents) or trusting a "
+        "memory about it (callees, deps). Same as `citegraph graph OP REF --json`.",
+        {"op": {"type": "string", "enum": list(GRAPH_OPS), "description": "callers, callees, deps or dependents."},
+         **GRAPH_ARGS}, ("op", "ref"), _graph(None), title="Symbol graph", output="graph", **READ),
 )}
 
 for _spec in list(TOOLS.values()):
-    for _alias in _spec.aliases:  # older names kept working (docs/mcp.md)
+    for _alias in _spec.aliases:  # older names keep working, unlisted (docs/mcp.md)
         TOOLS[_alias] = ToolSpec(
             _alias, f"Alias of `{_spec.name}` (kept for older clients). " + _spec.description, _spec.properties,
             _spec.required, _spec.handler, read_only=_spec.read_only, lanes=_spec.lanes,
             title=f"{_spec.title} (alias of {_spec.name})", output=_spec.output, destructive=_spec.destructive,
-            idempotent=_spec.idempotent, needs_cwd=_spec.needs_cwd)
+            idempotent=_spec.idempotent, needs_cwd=_spec.needs_cwd, listed=False)
+for _op, _title, _text in GRAPH_TOOLS:  # the graph_* tools before `graph` took op (issue 22)
+    TOOLS[f"graph_{_op}"] = ToolSpec(
+        f"graph_{_op}", f"{_text} Same as `graph` with op {_op}.", GRAPH_ARGS, ("ref",), _graph(_op),
+        title=_title, output="graph", listed=False, **READ)
 
 

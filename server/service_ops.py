@@ -97,10 +97,9 @@ def find(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
     limit = args.get("limit", 50)
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 10_000:
         raise CitegraphError("request argument limit must be 1–10000", "", code=2, kind="usage")
-    rows = queries.find_symbols(_str(args, "repo") or ".", svc.home, _str(args, "name") or "", limit,
+    return queries.find_symbols(_str(args, "repo") or ".", svc.home, _str(args, "name") or "", limit,
                                 source=svc.source(wait_s=READ_WAIT_S), kinds=_strs(args, "kinds"),
                                 path=_str(args, "path"), cwd=_str(args, "cwd"))
-    return {"symbols": rows}
 
 
 def graph(svc: Service, args: dict[str, Any]) -> dict[str, Any]:

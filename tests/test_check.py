@@ -182,6 +182,8 @@ def test_an_unindexable_base_is_unknown_with_exit_2_in_every_format(run_cli, wor
         assert p.returncode == 2, (fmt, p.stderr)
         assert p.stderr.count("\n") >= 1 and "Traceback" not in p.stderr
         assert "base-unavailable" in p.stderr and "fetch-depth: 0" in p.stderr
+        # on a terminal stdout and stderr share the screen: the headline once (issue 22)
+        assert (p.stdout + p.stderr).count("UNKNOWN — the change could not be checked") == (fmt == "text"), fmt
         if fmt == "json":
             doc = json.loads(p.stdout)
             assert doc["status"] == "unknown" and doc["exit_code"] == 2 and doc["findings"] == []

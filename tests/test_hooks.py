@@ -188,3 +188,70 @@ def test_the_pre_edit_hook_starts_without_click(cited_repo, repo, home):
                               text=True, timeout=60)
     assert no_click.stderr.endswith("NOCLICK"), no_click.stderr
     assert json.loads(no_click.stdout) == json.loads(probe.stdout)
+
+
+def test_session_start_fits_whole_memories_counted_on_the_injected_text(repo, home):
+    """Issue 22 item 6: the budget counted the JSON too while only the text is injected, so
+    every memory was cut to ~six words; and the text numbered them [1], [3], [2]. Now whole
+    memories in rank order, the budget counted on the injected text, numbered as shown."""
+    import re
+
+    from citegraph.memory.agent.hooks import session_start
+    from citegraph.memory.brief.pack import estimate_tokens
+
+    repo.write("src/a.py", "def f():\n    return 1\n\n\ndef g():\n    return 2\n")
+    repo.commit("c1")
+    build_snapshot(repo.root, home)
+    texts = {name: f"{name}: " + " ".join(f"word{i}" for i in range(30)) for name in ("old", "mid", "new")}
+    ids = {}
+    for name, ref in (("old", "src/a.py::f"), ("mid", "src/a.py::g"), ("new", "src/a.py::f")):
+        ids[name] = api.remember(home, texts[name], repo=repo.root, refs=[ref], topic=name)["id"]
+    repo.write("src/a.py", "def f():\n    return 1\n\n\ndef g():\n    return 3\n")  # mid (rank 2) is stale
+    repo.commit("c2")
+    build_snapshot(repo.root, home)
+    out = session_start(home, repo.root, budget_tokens=800)
+    assert out is not None
+    ctx = out["hookSpecificOutput"]["additionalContext"]
+    assert estimate_tokens(ctx) <= 800
+    for name in texts:
+        assert json.dumps(texts[name]) in ctx, name  # whole, never cut
+    numbers = [int(n) for n in re.findall(r"^\[(\d+)\] cgm_", ctx, flags=re.M)]
+    assert numbers == [1, 2, 3]
+    shown = re.findall(r"^\[\d+\] (cgm_\w+)", ctx, flags=re.M)
+    assert shown == [ids["new"], ids["old"], ids["mid"]]  # fresh ones, then the stale one
+
+
+def test_session_start_drops_whole_memories_that_do_not_fit(repo, home):
+    """Under a tight budget whole memories are kept in rank order and the rest counted;
+    none is cut."""
+    from citegraph.memory.agent.hooks import session_start
+    from citegraph.memory.brief.pack import estimate_tokens
+
+    repo.write("src/a.py", "def f():\n    return 1\n")
+    repo.commit("c1")
+    build_snapshot(repo.root, home)
+    texts = [f"memory {k}: " + " ".join(f"w{k}x{i}" for i in range(120)) for k in range(6)]
+    for k, text in enumerate(texts):
+        api.remember(home, text, repo=repo.root, refs=["src/a.py::f"], topic=f"t{k}")
+    ctx = session_start(home, repo.root, budget_tokens=800)["hookSpecificOutput"]["additionalContext"]
+    assert estimate_tokens(ctx) <= 800
+    whole = [k for k, t in enumerate(texts) if json.dumps(t) in ctx]
+    assert whole == list(range(6 - len(whole), 6)) and len(whole) >= 2  # the newest ones: rank order
+    assert not any(t[:40] in ctx for k, t in enumerate(texts) if k not in whole)  # none cut
+    assert f"omitted to fit the budget: {6 - len(whole)} memories" in ctx
+
+
+def test_the_pre_edit_hook_imports_no_builder_and_no_graph_library(cited_repo, repo, home):
+    """Issue 22 item 3 (hook budget): without the service, the pre-edit hook of an uncited
+    file imported the snapshot builder (through graph/current.py) and networkx (through
+    graph/graph_view.py) — ~0.5 s of imports for nothing it uses."""
+    code = ("import sys, runpy, atexit\n"
+            "atexit.register(lambda: sys.stderr.write(' '.join(sorted(m for m in ('networkx', "
+            "'citegraph.graph.snapshot_builder', 'citegraph.graph.extract_pool') if m in sys.modules))))\n"
+            "sys.argv = ['citegraph', '--home', sys.argv[1], 'hook', 'pre-edit', '--no-service']\n"
+            "runpy.run_module('citegraph.cli.main', run_name='__main__')")
+    env = {k: v for k, v in os.environ.items() if k != "CITEGRAPH_HOME"}
+    p = subprocess.run([sys.executable, "-c", code, str(home.root)], input=json.dumps(event(repo.root, "src/other.py")),
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert (p.returncode, p.stdout) == (0, ""), p.stderr  # silent: nothing cites it
+    assert p.stderr == "", p.stderr

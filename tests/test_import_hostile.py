@@ -347,7 +347,7 @@ def test_text_limit_over_mcp(home, run_cli, tmp_path):
 
     anyio.run(main)
     big = out["big"]
-    assert big.is_error and big.structured_content["error"]["code"] == 2
+    assert big.is_error and big.meta["citegraph.dev/error"]["code"] == 2
     cli = run_cli("remember", "--text", "m" * (MAX_TEXT_BYTES + 1))
     assert big.content[0].text == cli.stderr.strip() and "more than the limit" in cli.stderr
     assert not out["fits"].is_error, out["fits"].content

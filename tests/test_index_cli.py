@@ -207,13 +207,12 @@ def test_find_by_name_and_qualified_name(repo, run_cli):
     assert [(s["path"], s["qualified_name"], s["start_line"]) for s in by_qname] == [
         ("svc/retry.py", "RetryPolicy.next_delay", 5)]
 
-    limited = run_json(run_cli, "find", "next_delay", "--repo", str(repo.root), "--limit", "1",
-                       "--json")["symbols"]
-    assert len(limited) == 1
+    limited = run_json(run_cli, "find", "next_delay", "--repo", str(repo.root), "--limit", "1", "--json")
+    assert len(limited["symbols"]) == 1 and limited["truncated"] is True  # said, not silent (issue 22)
 
     none = run_cli("find", "does_not_exist", "--repo", str(repo.root), "--json")
     assert none.returncode == 1  # like grep: no match is exit 1 (SPEC §19)
-    assert json.loads(none.stdout) == {"symbols": []}
+    assert json.loads(none.stdout) == {"symbols": [], "truncated": False, "limit": 50}
 
 
 def test_reads_refuse_when_not_exact_current(repo, run_cli):

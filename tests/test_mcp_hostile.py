@@ -66,7 +66,8 @@ class RawServer:
     def __init__(self, home, *args: str) -> None:
         env = {**os.environ, "CITEGRAPH_HOME": str(home.root)}
         self.proc = subprocess.Popen([sys.executable, "-m", "citegraph.cli.main", "mcp", *args],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                     cwd=home.root)  # in no git repository
         self.lines: queue.Queue[bytes] = queue.Queue()
         self.pending: list[dict] = []
         threading.Thread(target=self._pump, daemon=True).start()
@@ -142,9 +143,10 @@ def tool_error(msg: dict) -> dict:
     assert "result" in msg, msg
     res = msg["result"]
     assert res["isError"] is True, res
-    assert res["content"][0]["text"] == res["structuredContent"]["error"]["message"]
+    assert "structuredContent" not in res, res  # it would not match the tool's outputSchema
+    assert res["content"][0]["text"] == res["_meta"]["citegraph.dev/error"]["message"]
     assert res["content"][0]["text"].startswith("citegraph: ")
-    return res["structuredContent"]["error"]
+    return res["_meta"]["citegraph.dev/error"]
 
 
 # --- (a) framing: parse errors, invalid requests -------------------------------------------------
@@ -183,7 +185,7 @@ def test_malformed_lines_get_jsonrpc_errors_and_service_continues(raw_server):
 
     s.send({"jsonrpc": "2.0", "id": 9, "method": "tools/list"})
     tools = s.answer(9)["result"]["tools"]
-    assert {t["name"] for t in tools} == set(TOOLS)
+    assert {t["name"] for t in tools} == {n for n, t in TOOLS.items() if t.listed}  # aliases unlisted
     assert s.close() == 0
 
 
@@ -505,9 +507,9 @@ def test_fifo_in_one_repository_does_not_block_another(raw_server, make_repo, ho
     fine_res = s.answer(2)["result"]
     assert fine_res["isError"] is False and fine_res["structuredContent"]["exact_current"] is True
     first = s.answer(1)["result"]
-    kind = first["structuredContent"]["error"]["kind"] if first["isError"] else None
+    kind = tool_error({"result": first})["kind"] if first["isError"] else None
     if kind == "timeout":  # the read still hangs: the call's bound answered it
-        err = first["structuredContent"]["error"]
+        err = tool_error({"result": first})
         assert err["code"] == 3 and err["retryable"] is True and stuck in err["message"]
         s.call(3, "validate", {"callerCwd": stuck})
         assert tool_error(s.answer(3))["kind"] == "timeout"  # waits for the stuck call, bounded
@@ -572,6 +574,7 @@ def _valid_values(name: str, root: str) -> st.SearchStrategy:
         "limit": st.integers(0, 600),
         "ref": st.sampled_from(["src/retry.py::keep_key", "src/retry.py::Nope", "cgs_zz", "../x"]),
         "depth": st.integers(0, 7),
+        "op": st.sampled_from(["callers", "callees", "deps", "dependents", "nope"]),
         "dependencyDepth": st.integers(-1, 5),
         "kinds": st.lists(st.sampled_from(["function", "method", "class", "nope"]), max_size=2),
         "path": st.sampled_from(["src", "src/retry.py", "src/*.py", "/etc", "../x"]),
@@ -641,7 +644,8 @@ RESULT_KEYS = {"remember": "citations", "brief": "coverage", "validate": "summar
                "symbols": "symbols", "cited": "memories", "refresh": "memories", "list": "memories", "show": "text",
                "history": "revisions", "workset_create": "members", "workset_add": "members",
                "workset_remove": "members", "workset_list": "worksets", "workset_show": "members",
-               "workset_status": "ready", **{f"graph_{op}": "nodes" for op in ("callers", "callees", "deps", "dependents")}}
+               "workset_status": "ready", "graph": "nodes",
+               **{f"graph_{op}": "nodes" for op in ("callers", "callees", "deps", "dependents")}}
 WRITERS = {"remember", "refresh"}  # tools that may add memory revisions by design
 
 
@@ -698,7 +702,7 @@ def test_every_argument_refuses_every_hostile_value_by_name(indexed, home):
     ws.create(home, "ws", [root])
     base = {"callerCwd": root, "text": "a claim", "task": "a task", "workset": "ws", "name": "keep_key",
             "file": "src/retry.py", "memoryId": "cgm_0000000000000000", "codeRefs": ["src/retry.py"],
-            "paths": [root], "ref": "src/retry.py::x"}
+            "paths": [root], "ref": "src/retry.py::x", "op": "callers"}
     before = _store_rows(home)
     seen = 0
 
@@ -736,3 +740,21 @@ def test_tool_schemas_publish_the_bounds():
 def test_cli_refuses_a_bad_timeout(run_cli, tmp_path: Path):
     res = run_cli("mcp", "--call-timeout", "0")
     assert res.returncode == 2 and "--call-timeout" in res.stderr
+
+
+def test_initialize_is_answered_before_the_service_starts(indexed, home, raw_server):
+    """Issue 22 item 3: `citegraph mcp` answered `initialize` only after importing and
+    starting the in-process resident service (~1 s more on a loaded machine); now the
+    service starts at the first tools/list or call, and calls wait for it."""
+    from citegraph.server.locator import socket_path
+
+    s = raw_server()
+    s.initialize()
+    assert not socket_path(home).exists()  # answered before the service was started
+    s.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    assert s.answer(2)["result"]["tools"]
+    s.call(3, "status", {"callerCwd": str(indexed.root)})
+    res = s.answer(3)["result"]
+    assert res["isError"] is False and res["structuredContent"]["service"]["used"] is True, res
+    assert socket_path(home).exists()
+    assert s.close() == 0

@@ -1,7 +1,8 @@
 """Every MCP tool through the official SDK client (``mcp.client.stdio.stdio_client`` +
 ``ClientSession``, spawning ``python -m citegraph.cli.main mcp``): its ``structuredContent``
 validates against its published ``outputSchema`` (issue 12, acceptance 1), the text part
-is the same JSON, errors are ``isError`` results matching docs/schemas/mcp-error.schema.json
+is the same JSON, errors are ``isError`` results without ``structuredContent`` whose
+``_meta["citegraph.dev/error"]`` matches docs/schemas/mcp-error.schema.json
 and worded for MCP, every tool and argument is described (acceptance 3), and ``callerCwd``
 is optional where the client declares roots or one repository is registered."""
 
@@ -22,7 +23,10 @@ from citegraph import schemas
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.memory import api
 from citegraph.server.mcp_server import Dispatcher, mcp_wording
+from citegraph.server.mcp_spec import lean_schema
 from citegraph.server.mcp_tools import TOOLS
+
+LISTED = {n for n, t in TOOLS.items() if t.listed}
 
 SRC = '''class RetryPolicy:
     def next_delay(self, attempt):
@@ -34,12 +38,14 @@ def keep_key(request):
 '''
 
 
-def run_session(home, steps, roots: list[str] | None = None, *extra: str):
+def run_session(home, steps, roots: list[str] | None = None, *extra: str, cwd: str | None = None):
     """Start `citegraph mcp` and run ``steps(session)``; ``roots``: the client declares the
-    roots capability and answers ``roots/list`` with these directories."""
+    roots capability and answers ``roots/list`` with these directories; ``cwd``: the
+    server's working directory (default: the data home, in no git repository)."""
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "citegraph.cli.main", "mcp", *extra],
-        env={"CITEGRAPH_HOME": str(home.root), "PYTHONPATH": os.environ.get("PYTHONPATH", "")})
+        env={"CITEGRAPH_HOME": str(home.root), "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
+        cwd=cwd or str(home.root))
     out = {}
     callback = None
     if roots is not None:
@@ -96,6 +102,9 @@ def arguments(w: dict) -> dict[str, list[dict]]:
         "workset_prepare": [{"workset": "w", "concurrency": 1}],
         "workset_status": [{"workset": "w"}],
         "workset_remove": [{"workset": "w", "paths": [root]}],
+        "graph": [{"callerCwd": root, "op": op, "ref": "src/retry.py::keep_key"}
+                  for op in ("callers", "callees", "deps", "dependents")]
+        + [{"callerCwd": root, "op": "deps", "ref": "src/retry.py::RetryPolicy.next_delay", "depth": 2}],
         **{f"graph_{op}": [{"callerCwd": root, "ref": "src/retry.py::keep_key"},
                            {"callerCwd": root, "ref": "src/retry.py::RetryPolicy.next_delay", "depth": 2}]
            for op in ("callers", "callees", "deps", "dependents")},
@@ -121,19 +130,23 @@ def test_every_tool_result_matches_its_output_schema(world, home):
         return listed, results, errors
 
     listed, results, errors = run_session(home, steps)
-    assert set(listed) == set(TOOLS)
+    assert set(listed) == LISTED  # older names (aliases) are callable, not listed
     for name, args, res in results:
         assert not res.is_error, (name, args, res.content[0].text)
-        out_schema = listed[name].output_schema
-        assert out_schema == schemas.bundled(TOOLS[name].output)  # the same file as the CLI's --json
+        out_schema = listed[name].output_schema if name in listed else TOOLS[name].output_schema()
+        # the same file as the CLI's --json, without its prose (descriptions stay in docs/schemas/)
+        assert out_schema == lean_schema(schemas.bundled(TOOLS[name].output))
         jsonschema.Draft202012Validator(out_schema).validate(res.structured_content)
         schemas.validator(TOOLS[name].output).validate(res.structured_content)  # formats (timestamps) too
         assert json.loads(res.content[0].text) == res.structured_content, name  # the text part is the JSON
     error_schema = schemas.validator("mcp-error")
     for res in errors:
         assert res.is_error
-        error_schema.validate(res.structured_content)
-        assert res.content[0].text == res.structured_content["error"]["message"]
+        # No structuredContent on an error: it would not match the tool's outputSchema (the
+        # TypeScript SDK throws -32602 then; tests/test_mcp_node.py); the details ride in _meta.
+        assert res.structured_content is None
+        error_schema.validate(res.meta["citegraph.dev/error"])
+        assert res.content[0].text == res.meta["citegraph.dev/error"]["message"]
         assert " --" not in res.content[0].text, res.content[0].text  # no CLI flags in MCP errors
     assert "`callerCwd`" in errors[2].content[0].text
 
@@ -143,7 +156,7 @@ def test_every_tool_and_argument_is_described(home):
         return (await s.list_tools()).tools
 
     tools = run_session(home, steps)
-    assert {t.name for t in tools} == set(TOOLS)
+    assert {t.name for t in tools} == LISTED
     for t in tools:
         assert t.title and t.title.strip(), t.name
         assert t.description and len(t.description) >= 40, t.name
@@ -195,8 +208,37 @@ def test_caller_cwd_comes_from_the_clients_roots(world, make_repo, home, tmp_pat
         return await s.call_tool("brief", {"task": "retry key"})
 
     res = run_session(home, no_roots)
-    assert res.is_error and res.structured_content["error"]["code"] == 2
+    assert res.is_error and res.meta["citegraph.dev/error"]["code"] == 2
     assert "pass the `callerCwd` argument" in res.content[0].text
+
+
+def test_caller_cwd_is_the_servers_own_working_directory(world, make_repo, home):
+    """Issue 22 item 8: `citegraph mcp` started inside a repository, by a client that
+    declares no roots, serves that repository without `callerCwd` — even when the data
+    home holds several (before: every call was refused, naming `callerCwd`)."""
+    other = make_repo("lib")
+    other.write("lib.py", "def f():\n    return 1\n")
+    other.commit("l1")
+    build_snapshot(other.root, home)
+
+    async def steps(s):
+        return (await s.call_tool("status", {}),
+                await s.call_tool("find", {"name": "keep_key"}),
+                await s.call_tool("remember", {"text": "keys are kept", "codeRefs": ["retry.py::keep_key"]}))
+
+    status, found, remembered = run_session(home, steps, cwd=world["root"] + "/src")
+    assert not status.is_error, status.content[0].text
+    assert status.structured_content["repository_id"] == api_repository_id(world["root"])
+    assert [s["qualified_name"] for s in found.structured_content["symbols"]] == ["keep_key"]
+    assert not remembered.is_error, remembered.content[0].text  # refs relative to the server's cwd
+    assert remembered.structured_content["citations"][0]["ref"] == "src/retry.py::keep_key"
+
+    async def with_roots(s):
+        return await s.call_tool("status", {})
+
+    # the client's roots still come first
+    res = run_session(home, with_roots, roots=[str(other.root)], cwd=world["root"])
+    assert res.structured_content["repository_id"] == api_repository_id(str(other.root))
 
 
 def test_caller_cwd_is_the_one_registered_repository(world, home):
@@ -261,3 +303,34 @@ def test_find_tool_ranks_and_filters_like_the_cli(world, home):
     assert [r["qualified_name"] for r in rows] == ["RetryPolicy.next_delay"]
     assert rows[0]["match"] == "glob" and rows[0]["kind"] == "method"
     assert miss.structured_content["symbols"] == []
+
+
+def test_the_tool_list_is_lean(home):
+    """Issue 22 item 4: tools/list is read into every agent's context. Output schemas are
+    published without their prose (the constraints are unchanged; the prose stays in
+    docs/schemas/), older names are callable but unlisted, and the graph_* family is one
+    `graph` tool with `op`. 93.5 KB before; the bound below is today's figure plus a margin
+    (the 30 KB target is not reached yet: docs/mcp.md "Lean tools")."""
+    async def steps(s):
+        return (await s.list_tools()).tools
+
+    tools = run_session(home, steps)
+    wire = json.dumps([t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in tools],
+                      separators=(",", ":"))
+    assert len(wire.encode()) <= 64_000, len(wire)
+    names = {t.name for t in tools}
+    assert "graph" in names and not names & {"index_status", "graph_callers", "graph_deps"}
+
+    def prose(o, in_props=False):
+        if isinstance(o, list):
+            return any(prose(x) for x in o)
+        if not isinstance(o, dict):
+            return False
+        return any((not in_props and k in ("description", "title", "$comment")) or
+                   prose(v, not in_props and k in ("properties", "$defs")) for k, v in o.items())
+
+    assert not any(prose(t.output_schema) for t in tools)
+    # a property named like a keyword is a name, and kept
+    assert lean_schema({"type": "object", "description": "x", "properties": {
+        "description": {"type": "string", "description": "y"}}}) == {
+        "type": "object", "properties": {"description": {"type": "string"}}}

@@ -136,6 +136,57 @@ def test_supersede_links_both_ways_and_recall_prefers_the_successor(home):
         assert [c.memory_id for c in recall(ms, "timeouts seconds")] == [old["id"]]
 
 
+def _visible(home: Home, root, mid: str) -> dict[str, bool]:
+    """Where a memory citing src/a.py shows: cited, brief --code-ref, the pre-edit hook."""
+    from citegraph.memory.agent.cited import cited
+    from citegraph.memory.agent.hooks import pre_edit
+
+    by_cited = [m["id"] for m in cited(home, ["src/a.py"], repo=root)["memories"]]
+    by_brief = [m["id"] for m in api.brief(home, "change f", code_refs=["src/a.py"], repo=root).to_json()["memories"]]
+    hook = pre_edit(home, str(root / "src/a.py"))
+    return {"cited": mid in by_cited, "brief": mid in by_brief,
+            "hook": hook is not None and mid in hook["hookSpecificOutput"]["additionalContext"]}
+
+
+def test_supersedes_naming_the_memory_being_revised_keeps_it_visible(make_repo, home):
+    """Issue 22 item 1: ``remember --topic T --supersedes M`` where (project, T) is M wrote
+    revision 2 of M with ``supersedes: M`` and ``superseded_by: M`` — M vanished from cited,
+    brief --code-ref and the pre-edit hook while validate showed it fresh."""
+    r = make_repo("selfsup")
+    r.write("src/a.py", "def f():\n    return 1\n")
+    r.commit("c1")
+    build_snapshot(r.root, home)
+    first = api.remember(home, "f returns one", repo=r.root, refs=["src/a.py::f"], topic="f-value")
+    out = json.loads(ok(home, "remember", "--text", "f returns one, always", "--topic", "f-value",
+                        "--repo", str(r.root), "--code-ref", str(r.root / "src/a.py") + "::f",
+                        "--supersedes", first["id"], "--json"))
+    assert (out["id"], out["revision"]) == (first["id"], 2)
+    assert any("no supersede link" in n for n in out["notes"])
+    with MemoryStore.open(home) as ms:
+        m = ms.require(first["id"])
+        assert (m.supersedes, m.superseded_by) == (None, None)
+    assert _visible(home, r.root, first["id"]) == {"cited": True, "brief": True, "hook": True}
+
+
+def test_a_stored_self_supersede_link_does_not_hide_the_memory(make_repo, home):
+    """Stores written before the fix hold the self link: readers ignore it and the next
+    revision drops it."""
+    r = make_repo("selfsup2")
+    r.write("src/a.py", "def f():\n    return 1\n")
+    r.commit("c1")
+    build_snapshot(r.root, home)
+    mid = api.remember(home, "f returns one", repo=r.root, refs=["src/a.py::f"], topic="f-value")["id"]
+    with MemoryStore.open(home) as ms:
+        ms.con.execute("UPDATE memories SET supersedes = id, superseded_by = id WHERE id = ?", [mid])
+    assert _visible(home, r.root, mid) == {"cited": True, "brief": True, "hook": True}
+    with MemoryStore.open(home) as ms:
+        assert [c.memory_id for c in recall(ms, "returns one")] == [mid]
+    api.remember(home, "f returns one (measured)", repo=r.root, refs=["src/a.py::f"], topic="f-value")
+    with MemoryStore.open(home) as ms:
+        m = ms.require(mid)
+        assert (m.revision, m.supersedes, m.superseded_by) == (2, None, None)
+
+
 @pytest.mark.parametrize("opt,value", [
     ("--project", "../etc"), ("--project", "a/b"), ("--project", ".."), ("--project", "x" * 129),
     ("--topic", "has space"), ("--topic", "."), ("--topic", "semi;colon"), ("--project", "tab\tname"),

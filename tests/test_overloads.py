@@ -53,6 +53,74 @@ def f(x):
     return x
 '''
 
+# The shape of pallets/click's src/click/core.py at 6987b4cdffcd995b991b7267344e938510bf7d33
+# (issue 22): ``import typing as t`` and ``@t.overload`` over ``Context.invoke``, positional-only
+# parameters; written for this test, not copied.
+CLICK_SHAPE_PY = '''\
+from __future__ import annotations
+
+import collections.abc as cabc
+import typing as t
+
+V = t.TypeVar("V")
+
+
+class Command:
+    pass
+
+
+class Context:
+    @t.overload
+    def invoke(
+        self, callback: t.Callable[..., V], /, *args: t.Any, **kwargs: t.Any
+    ) -> V: ...
+
+    @t.overload
+    def invoke(self, callback: Command, /, *args: t.Any, **kwargs: t.Any) -> t.Any: ...
+
+    def invoke(
+        self, callback: Command | t.Callable[..., V], /, *args: t.Any, **kwargs: t.Any
+    ) -> t.Any | V:
+        return callback(*args, **kwargs)
+'''
+
+# Other aliases of typing.overload, and a look-alike that is not one.
+MORE_ALIASES_PY = '''\
+from typing import TYPE_CHECKING
+from typing import overload as ov
+
+if TYPE_CHECKING:
+    import typing_extensions as te
+
+
+@ov
+def g(x: int) -> int: ...
+
+
+def g(x):
+    return x
+
+
+@te.overload
+def h(x: int) -> int: ...
+
+
+def h(x):
+    return x
+'''
+
+UNRELATED_PY = '''\
+import functools as t
+
+
+@t.overload
+def f(x: int) -> int: ...
+
+
+def f(x):
+    return x
+'''
+
 OVERLOADS_TS = '''\
 export function parse(input: string): number;
 export function parse(input: number): number;
@@ -84,7 +152,11 @@ def stubs_of(language: str, source: str, qname: str) -> list[bool]:
 def test_stub_recognition_per_language():
     assert stubs_of("python", CORE_PY, "Context.invoke") == [True, True, False]
     assert stubs_of("python", CORE_PY, "Context.name") == [False, False]  # a property: no stubs
-    assert stubs_of("python", ALIASED_PY, "f") == [False, False]  # @t.overload is not recognised (documented)
+    assert stubs_of("python", ALIASED_PY, "f") == [True, False]  # @t.overload after import typing as t
+    assert stubs_of("python", CLICK_SHAPE_PY, "Context.invoke") == [True, True, False]
+    assert stubs_of("python", MORE_ALIASES_PY, "g") == [True, False]  # from typing import overload as ov
+    assert stubs_of("python", MORE_ALIASES_PY, "h") == [True, False]  # typing_extensions as te
+    assert stubs_of("python", UNRELATED_PY, "f") == [False, False]  # t is functools here
     assert stubs_of("typescript", OVERLOADS_TS, "parse") == [True, True, False]
     assert stubs_of("typescript", OVERLOADS_TS, "Shape.area") == [True, True, False]
     assert stubs_of("typescript", OVERLOADS_TS, "Reader.read") == [False, False]  # interface members
@@ -108,6 +180,8 @@ def click_like(repo, home):
     repo.write("src/click/core.py", CORE_PY)
     repo.write("src/parse.ts", OVERLOADS_TS)
     repo.write("src/aliased.py", ALIASED_PY)
+    repo.write("src/click_t.py", CLICK_SHAPE_PY)
+    repo.write("src/unrelated.py", UNRELATED_PY)
     repo.commit("init")
     build_snapshot(repo.root, home)
     return repo
@@ -134,7 +208,7 @@ def test_an_ordinal_names_a_stub_or_a_twin(click_like, home):
 
 
 @pytest.mark.parametrize("ref, count", [("src/click/core.py::Context.name", 2), ("src/parse.ts::Reader.read", 2),
-                                        ("src/aliased.py::f", 2)])
+                                        ("src/unrelated.py::f", 2)])
 def test_no_default_without_stubs(click_like, home, ref, count):
     with pytest.raises(CitegraphError) as exc:
         cite(home, click_like, ref)
@@ -192,3 +266,37 @@ def test_an_implementation_cited_by_default_validates_across_edits(click_like, h
     build_snapshot(click_like.root, home)
     c = verdict()
     assert c["outcome"] == "changed" and c["observed"]["handle"] == m["citations"][0]["handle"]
+
+
+def test_click_shaped_overloads_default_to_the_implementation(click_like, home):
+    """Issue 22 item 5: ``@t.overload`` after ``import typing as t`` is a stub, so
+    ``Context.invoke`` names the implementation instead of being refused."""
+    m = cite(home, click_like, "src/click_t.py::Context.invoke", "src/aliased.py::f")
+    assert [c["locator"] for c in m["citations"]] == ["src/click_t.py::Context.invoke[3]", "src/aliased.py::f[2]"]
+
+
+def test_find_and_symbols_show_the_citable_form_of_an_overloaded_name(click_like, home, run_cli):
+    root = str(click_like.root)
+    found = json.loads(run_cli("find", "Context.invoke", "--repo", root, "--json").stdout)["symbols"]
+    assert [(s["locator"], s["ordinal"]) for s in found if s["path"] == "src/click_t.py"] == [
+        ("src/click_t.py::Context.invoke[1]", 1), ("src/click_t.py::Context.invoke[2]", 2),
+        ("src/click_t.py::Context.invoke[3]", 3)]
+    text = run_cli("find", "Context.invoke", "--repo", root).stdout
+    assert "src/click_t.py::Context.invoke[2]  method" in text
+    syms = json.loads(run_cli("symbols", root + "/src/click_t.py", "--json").stdout)["symbols"]
+    assert {s["locator"] for s in syms} >= {"src/click_t.py::Context.invoke[1]", "src/click_t.py::Context"}
+    assert next(s for s in syms if s["qualified_name"] == "Context")["ordinal"] == 0  # unique: no [N]
+    text = run_cli("symbols", root + "/src/click_t.py").stdout
+    assert " Context.invoke[3]  cgs_" in text and " Context  cgs_" in text
+    # every citable form shown cites that very definition
+    for s in found:
+        if s["path"] == "src/click_t.py":
+            c = cite(home, click_like, s["locator"], topic=f"o{s['ordinal']}")["citations"][0]
+            assert (c["locator"], c["handle"]) == (s["locator"], s["handle"])
+
+
+def test_a_refused_ambiguous_ref_lists_the_citable_forms(click_like, home):
+    with pytest.raises(CitegraphError) as exc:
+        cite(home, click_like, "src/unrelated.py::f")
+    assert "function src/unrelated.py::f[1] L4-5" in exc.value.what
+    assert "(src/unrelated.py::f[N]: src/unrelated.py::f[1], src/unrelated.py::f[2])" in exc.value.todo

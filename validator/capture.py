@@ -244,8 +244,11 @@ def find_symbol(p: ParsedRef, cur: CurrentState, snap: Snapshot) -> dict:
                 matches = [matches[at]]
         if len(matches) != 1:
             if matches:
+                forms = ", ".join(f"{p.path}::{p.qualified_name}[{s['ordinal']}]" for s in matches[:10]
+                                  if s.get("ordinal"))
                 raise bad_ref(p.ref, f"{len(matches)} symbols match: {_candidates(matches)}",
-                              f"name one by its ordinal ({p.path}::{p.qualified_name}[N]) or its cgs_ handle")
+                              f"name one by its ordinal ({p.path}::{p.qualified_name}[N]"
+                              + (f": {forms}" if forms else "") + ") or its cgs_ handle")
             if not in_file and frow.get("status") == "skipped":
                 raise bad_ref(p.ref, f"no symbol {p.qualified_name} in {p.path}: the file was {skipped_why(frow)}, "
                               "so none of its symbols is indexed",

@@ -36,7 +36,7 @@ from citegraph.memory.api import to_inputs
 from citegraph.memory.lifecycle.observation_cache import StoreCache
 from citegraph.memory.lifecycle.store import Memory, MemoryStore
 from citegraph.validator import pipeline
-from citegraph.validator.capture import find_symbol
+from citegraph.validator.capture import find_symbol, suggest_paths
 from citegraph.validator.model import MemoryVerdict, Receipt
 from citegraph.validator.refs import ParsedRef, parse_ref
 
@@ -122,13 +122,20 @@ def resolve(targets: list[tuple[ParsedRef, Target]], cur: CurrentState | None) -
             t.blob_id = _blob_now(cur, t.path)
             t.resolved = t.kind != "symbol"
     symbols = [(p, t) for p, t in targets if t.kind == "symbol"]
-    if not symbols:
+    # a file or span ref to a path the current code lacks: likely mistyped (issue 22) —
+    # still looked up as written (memories may cite a deleted file), with the closest paths
+    missing = [t for _, t in targets if t.kind != "symbol" and t.path and t.blob_id is None]
+    if not symbols and not missing:
         return [t for _, t in targets]
     if not cur.exact_current:
         for _, t in symbols:
             t.note = "no exact-current snapshot: looked up by the ref as written"
         return [t for _, t in targets]
     with Snapshot.open(cur.store, cur.snapshot_id, cur.repo) as snap:
+        for t in missing:
+            if t.path is not None and snap.file(t.path) is None:
+                near = suggest_paths(snap, t.path)
+                t.note = f"{t.path} is not in the current code" + (f"; closest: {', '.join(near)}" if near else "")
         for p, t in symbols:
             try:
                 sym = find_symbol(p, cur, snap)

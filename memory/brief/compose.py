@@ -39,6 +39,7 @@ from citegraph.memory.brief.pack import (  # noqa: F401 - the projection, re-exp
     location,
     quote,
     render,
+    render_whole,
     safe,
 )
 from citegraph.memory.brief.recall import MAX_CANDIDATES, W_NEAR, Candidate, recall, task_patterns
@@ -181,12 +182,15 @@ def run_brief(home: Home, task: str, *, project: str | None = None, workset: str
               code_refs: list[str] | tuple[str, ...] = (), budget_tokens: int = DEFAULT_BUDGET,
               repo_paths: list[str] | None = None, use_cache: bool = True,
               source: StateSource | None = None, repository_memories: bool = False,
-              cwd: str | os.PathLike[str] | None = None, dependency_depth: int = 1) -> BriefResult:
+              cwd: str | os.PathLike[str] | None = None, dependency_depth: int = 1,
+              text_only: bool = False) -> BriefResult:
     """Build a Context Brief; never indexes and never writes a snapshot. ``source``: where
     repository states are read (default: a git-status scan). Memories whose citations
     touch ``code_refs`` rank first (the code index, memory/agent/cited.py); with
     ``repository_memories`` (the session-start hook) the memories citing the first
-    repository in scope do, most recently updated first, and the task may be empty."""
+    repository in scope do, most recently updated first, and the task may be empty.
+    ``text_only``: the caller injects the text alone (the session-start hook): whole
+    memories in rank order, the budget counted on the text (``pack.render_whole``)."""
     t0 = time.perf_counter()
     check_budget(budget_tokens)
     if (not task or not task.strip()) and not repository_memories:
@@ -257,7 +261,8 @@ def run_brief(home: Home, task: str, *, project: str | None = None, workset: str
               "max_repositories": MAX_REPOSITORIES, "validated_citations": res.validated,
               "limited_citations": len(res.limited), "repositories": res.repositories}
     t2 = time.perf_counter()
-    out = render(items, budget=budget_tokens, global_issues=global_issues, limits=limits)
+    out = (render_whole if text_only else render)(items, budget=budget_tokens, global_issues=global_issues,
+                                                  limits=limits)
     timings["render"] = time.perf_counter() - t2
     timings["total"] = time.perf_counter() - t0
     out.timings = timings

@@ -34,7 +34,7 @@ import json
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from citegraph.memory.lifecycle.store import Memory
@@ -45,6 +45,8 @@ BRIEF_VERSION = 1
 EXCERPT_CAPS = (480, 320, 200, 120, 72, 40)
 COMPACT_CAP = 40
 ESTIMATOR = "ceil(utf8_bytes/4) of text + json"
+TEXT_ESTIMATOR = "ceil(utf8_bytes/4) of the text"
+"""The estimator of a brief whose text alone is injected (the session-start hook)."""
 
 # Characters that could break the quoting or the line structure of the text rendering.
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e"
@@ -250,7 +252,7 @@ class Layout:
     without serialising (packing tries many layouts)."""
 
     def __init__(self, items: list[Item], *, budget: int, global_issues: list[dict[str, Any]],
-                 limits: dict[str, Any], header: list[str] | None = None) -> None:
+                 limits: dict[str, Any], header: list[str] | None = None, estimator: str = ESTIMATOR) -> None:
         self.items = sorted(items, key=lambda i: i.rank)
         self.by_rank = {i.rank: i for i in self.items}
         self.budget = budget
@@ -259,6 +261,7 @@ class Layout:
         self.global_issues = global_issues
         self.limits = limits
         self.header = header or []
+        self.estimator = estimator
         self._frag: dict[tuple[int, Form], tuple[str, str, int, int]] = {}
         self._issues: dict[int, tuple[list[str], list[str], int, int]] = {}
         self._global = self._issue_frags(global_issues)
@@ -280,7 +283,7 @@ class Layout:
                 f"(fresh {sel['fresh']}, unknown {sel['unknown']}, stale {sel['stale']})")
 
     def _tokens_line(self, tok: str) -> str:
-        return f"~{tok}/{self.budget} tokens ({ESTIMATOR})"
+        return f"~{tok}/{self.budget} tokens ({self.estimator})"
 
     @staticmethod
     def _issue_frags(issues: list[dict[str, Any]]) -> tuple[list[str], list[str], int, int]:
@@ -320,7 +323,7 @@ class Layout:
               '],"omitted":', dumps(omitted), ',"issues":[', ",".join(ijs),
               '],"selected":', dumps(self.selected), ',"limits":', dumps(self.limits),
               ',"budget_tokens":', str(self.budget), ',"estimated_tokens":', tok,
-              ',"estimator":', dumps(ESTIMATOR), "}"]
+              ',"estimator":', dumps(self.estimator), "}"]
         tx = [*self.header, self._summary_line(), DATA_NOTE]
         if facts:
             tx.append(FACTS_TITLE)
@@ -539,3 +542,37 @@ def render(items: list[Item], *, budget: int, global_issues: list[dict[str, Any]
     """Fit ``items`` into ``budget`` estimated tokens (text + JSON)."""
     lay = Layout(items, budget=budget, global_issues=global_issues, limits=limits, header=header)
     return lay.result(pack(lay))
+
+
+def render_whole(items: list[Item], *, budget: int, global_issues: list[dict[str, Any]],
+                 limits: dict[str, Any]) -> BriefResult:
+    """For a context that receives the text rendering alone (the session-start hook,
+    issue 22): whole memories — full text, every citation — taken in rank order while the
+    *text* stays within ``budget`` estimated tokens; a memory that does not fit whole is
+    left out (counted in ``omitted``), never cut. The shown memories are numbered in the
+    order the text lists them (fresh and unknown ones, then the stale section)."""
+    shown_order = sorted(items, key=lambda i: (i.freshness == "stale", i.rank))
+    renumbered = {i.rank: k for k, i in enumerate(shown_order, start=1)}
+    by_rank = sorted(items, key=lambda i: i.rank)
+    lay = Layout([replace(i, rank=renumbered[i.rank]) for i in items], budget=budget,
+                 global_issues=global_issues, limits=limits, estimator=TEXT_ESTIMATOR)
+
+    def text_tokens(shown: Shown) -> int:
+        tokens = 0
+        for _ in range(8):  # the text holds its own estimate: a fixed point
+            _, tx = lay.build(shown, tokens)
+            got = estimate_tokens("\n".join(tx))
+            if got == tokens:
+                break
+            tokens = got
+        return tokens
+
+    shown: Shown = {}
+    for item in by_rank:  # the rank decides who gets the room
+        mine = lay.by_rank[renumbered[item.rank]]
+        trial = {**shown, mine.rank: mine.full}
+        if text_tokens(trial) <= budget:
+            shown = trial
+    tokens = text_tokens(shown)
+    js, tx = lay.build(shown, tokens)
+    return BriefResult("\n".join(tx), json.loads("".join(js)), "".join(js))

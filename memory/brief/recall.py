@@ -37,7 +37,7 @@ import pyarrow as pa
 
 from citegraph.graph.handles import CGR_RE, CGS_RE
 from citegraph.indexer.errors import CitegraphError
-from citegraph.memory.lifecycle.store import MemoryStore, tokenize
+from citegraph.memory.lifecycle.store import NOT_SUPERSEDED, MemoryStore, tokenize
 from citegraph.validator.refs import parse_ref
 
 K1 = 1.2
@@ -124,8 +124,8 @@ def task_patterns(task: str, code_refs: list[str] | tuple[str, ...] = ()) -> Pat
 
 _RECALL_SQL = """
 WITH docs AS (
-  SELECT id, doc_len, updated_at FROM memories
-  WHERE status = 'active' AND superseded_by IS NULL {project_filter}
+  SELECT id, doc_len, updated_at FROM memories m
+  WHERE status = 'active' AND {not_superseded} {project_filter}
 ),
 stats AS (SELECT count(*)::DOUBLE AS n, coalesce(avg(doc_len), 0)::DOUBLE AS avgdl FROM docs),
 hits AS (
@@ -188,7 +188,7 @@ def recall(ms: MemoryStore, task: str, *, project: str | None = None,
     con.register("_p", pt)
     con.register("_pin", pa.table({"id": pa.array(list(dict.fromkeys(pinned)), pa.string())}))
     try:
-        out = con.execute(_RECALL_SQL.format(project_filter=project_filter), params).fetchall()
+        out = con.execute(_RECALL_SQL.format(project_filter=project_filter, not_superseded=NOT_SUPERSEDED), params).fetchall()
     finally:
         con.unregister("_p")
         con.unregister("_pin")

@@ -109,6 +109,10 @@ CREATE TABLE IF NOT EXISTS workset_members(workset VARCHAR NOT NULL, path VARCHA
 CREATE TABLE IF NOT EXISTS workset_pins(workset VARCHAR NOT NULL, path VARCHAR NOT NULL,
   repository_id VARCHAR, snapshot_id VARCHAR, state VARCHAR, reason VARCHAR, prepared_at DOUBLE);
 """
+NOT_SUPERSEDED = "(m.superseded_by IS NULL OR m.superseded_by = m.id)"
+"""Live memories (alias ``m``): not superseded. A self link (written before stores refused
+them, issue 22) does not count — the memory would otherwise vanish from cited and brief."""
+
 INDEXES = CODE_INDEX_INDEXES + """
 CREATE INDEX IF NOT EXISTS citations_mem ON citations(memory_id);
 CREATE INDEX IF NOT EXISTS terms_term ON terms(term);
@@ -470,11 +474,17 @@ class MemoryStore:
                                      kind="racing")
             cleared = 0
             superseded_by = None
+            # A memory never supersedes itself: ``--supersedes M`` while writing revision n of
+            # M is the revision (it replaces n - 1), not a link — a self link would hide M from
+            # every reader that skips superseded memories. Stored self links are dropped here.
+            if supersedes == mid:
+                supersedes = None
             if prev:
                 revision = prev[0][0] + 1
                 created = prev[0][1]
-                supersedes = supersedes or prev[0][2]  # a new revision keeps its supersede links
-                superseded_by = prev[0][3]
+                # a new revision keeps its supersede links
+                supersedes = supersedes or (prev[0][2] if prev[0][2] != mid else None)
+                superseded_by = prev[0][3] if prev[0][3] != mid else None
                 cleared = self.con.execute("SELECT count(*) FROM citations WHERE memory_id = ? AND revision = ?",
                                            [mid, prev[0][0]]).fetchall()[0][0]
                 cleared = cleared if not receipts else 0
@@ -617,7 +627,7 @@ class MemoryStore:
         if not keys or not repository_ids:
             return []
         t = pa.table({"kk": [k for k, _ in keys], "k": [v for _, v in keys]})
-        status = "" if include_archived else "AND m.status = 'active' AND m.superseded_by IS NULL"
+        status = "" if include_archived else f"AND m.status = 'active' AND {NOT_SUPERSEDED}"
         self.con.register("_keys", t)
         try:
             rows = self.con.execute(
@@ -638,7 +648,8 @@ class MemoryStore:
         if not repository_ids:
             return []
         rows = self.con.execute(
-            "SELECT m.id FROM memories m WHERE m.status = 'active' AND m.superseded_by IS NULL AND EXISTS "
+            "SELECT m.id FROM memories m WHERE m.status = 'active' AND "
+            f"{NOT_SUPERSEDED} AND EXISTS "
             "(SELECT 1 FROM code_index x WHERE x.memory_id = m.id AND x.revision = m.revision "
             "AND list_contains(?::VARCHAR[], x.repository_id)) ORDER BY m.updated_at DESC, m.id LIMIT ?",
             [list(repository_ids), int(limit)]).fetchall()

@@ -29,6 +29,7 @@ from citegraph.validator.pipeline import Scope, ScopeMember
 
 FRESHNESS = ("stale", "unknown", "fresh")  # the order of the page's groups
 MAX_DIFF_BYTES = 64 << 10  # per side of one diff
+MAX_ALIGN_LINES = 20_000  # files longer than this are not aligned (a span keeps its numbers)
 MAX_DIFF_ROWS = 400
 MAX_LINE = 400  # characters of one shown line
 
@@ -115,12 +116,52 @@ def cited_and_current(r: Receipt, obs: dict[str, Any], snap: Snapshot | None,
         now_file = snap.blob_bytes(f["blob_id"]) if f else None
         if r.kind == "span":
             cited = _lines(cited_file, r.start_line, r.end_line)
-            current = _lines(now_file, r.start_line, r.end_line) if now_file is not None else None
+            start, end = follow_span(cited_file, now_file, r.start_line, r.end_line) if now_file is not None \
+                else (r.start_line, r.end_line)
+            current = _lines(now_file, start, end) if now_file is not None else None
         else:
             cited, current = cited_file, now_file
     if current is None or len(cited) > MAX_DIFF_BYTES or len(current) > MAX_DIFF_BYTES:
         return None
     return cited, current
+
+
+def follow_span(old: bytes, new: bytes, start: int | None, end: int | None) -> tuple[int | None, int | None]:
+    """Where the lines ``start``–``end`` of ``old`` are in ``new``, by a line alignment of
+    the two files (difflib): the span's lines that survived unchanged anchor it, and the
+    lines around them keep their distance. A span that moved and then changed is shown
+    against its own lines, not against whatever now sits at its old line numbers (issue
+    22: ``render_finish`` was shown against ``pct``). Without a surviving line: the same
+    numbers."""
+    if not start or not end:
+        return start, end
+    a, b = old.splitlines(), new.splitlines()
+    if len(a) > MAX_ALIGN_LINES or len(b) > MAX_ALIGN_LINES:
+        return start, end
+    mapped: dict[int, int] = {}
+    for block in difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks():
+        for k in range(block.size):
+            if start <= block.a + k + 1 <= end:
+                mapped[block.a + k + 1] = block.b + k + 1
+    if not mapped:
+        return start, end
+    first, last = min(mapped), max(mapped)
+    return max(1, mapped[first] - (first - start)), min(max(len(b), 1), mapped[last] + (end - last))
+
+
+def cited_bytes(r: Receipt, repo: pygit2.Repository | None) -> bytes | None:
+    """The bytes a citation captured (its symbol, span or file), or None when the blob
+    is gone or too large to show."""
+    data = _read(repo, r.blob_id)
+    if data is None:
+        return None
+    if r.kind == "symbol":
+        if r.start_byte is None or r.end_byte is None:
+            return None
+        data = data[r.start_byte:r.end_byte]
+    elif r.kind == "span":
+        data = _lines(data, r.start_line, r.end_line)
+    return data if len(data) <= MAX_DIFF_BYTES else None
 
 
 def build(home: Home, *, repo_paths: list[str] | None = None, project: str | None = None,
@@ -171,6 +212,11 @@ def build(home: Home, *, repo_paths: list[str] | None = None, project: str | Non
                     pair = cited_and_current(r, c, snaps[cur.snapshot_id], cur.repo)
                     if pair is not None:
                         c["diff"] = line_diff(*pair)
+                elif c["outcome"] == "deleted" and cur is not None:
+                    # what was deleted: the cited code against nothing (issue 22: no diff before)
+                    gone = cited_bytes(r, cur.repo)
+                    if gone is not None:
+                        c["diff"] = line_diff(gone, b"")
             out_mems.append({**data, "project": mem.project, "topic": mem.topic, "kind": mem.kind,
                              "text": mem.text, "updated_at": mem.updated_at})
     finally:
@@ -213,5 +259,5 @@ def to_markdown(data: dict[str, Any]) -> str:
                     loc = " → " + md_code(ob["path"] + (f"#L{ob['start_line']}-L{ob['end_line']}"
                                                         if ob.get("start_line") else ""))
                 why = f" ({md_text(c['reason'])})" if c.get("reason") else ""
-                out.append(f"  - {c['outcome']}{why}: {md_code(c['ref'])}{loc}")
+                out.append(f"  - {c['outcome']}{why}: {md_code(c.get('locator') or c['ref'])}{loc}")
     return "\n".join(out) + "\n"

@@ -139,7 +139,7 @@ def _memory(m: dict[str, Any]) -> str:
         reason = f' <span class="muted">({esc(c["reason"])})</span>' if c.get("reason") else ""
         rows.append(f'<tr class="citation" data-outcome="{esc(c["outcome"])}" data-path="{esc(c["path"])}">'
                     f'<td><span class="badge" style="background:{COLOURS[c["outcome"]]}">{esc(c["outcome"])}</span>'
-                    f'{reason}</td><td>{esc(c["kind"])}</td><td>{_link(c["ref"], c.get("link"))}</td>'
+                    f'{reason}</td><td>{esc(c["kind"])}</td><td>{_link(c.get("locator") or c["ref"], c.get("link"))}</td>'
                     f'<td>{where}</td></tr>')
         if c.get("diff"):
             rows.append(f'<tr class="diffrow"><td colspan="4">{_diff(c["diff"])}</td></tr>')
