@@ -10,6 +10,7 @@ from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.store import atomic_write_json
 from citegraph.memory import api
 from citegraph.memory.agent.hooks import pre_edit
+from citegraph.memory.escape import md_code
 
 
 def test_concurrent_atomic_writes_of_one_file_in_one_process(tmp_path):
@@ -172,7 +173,7 @@ def test_report_shows_deleted_code_and_locators_not_hashes(make_repo, home):
     diff = cites["gone"]["diff"]
     assert diff and [row["tag"] for row in diff] == ["delete"] and diff[0]["old"][0] == "def gone():"
     md = report.to_markdown(data)
-    assert "<code>a.py::f</code>" in md and handle not in md
+    assert md_code("a.py::f") in md and handle not in md  # Markdown code spans: memory/escape.py
     page = render(data)
     assert "<code>a.py::f</code>" in page and f"<code>{handle}</code>" not in page
 
