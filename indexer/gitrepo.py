@@ -17,6 +17,7 @@ import pygit2
 
 from citegraph.indexer import sparse
 from citegraph.indexer.errors import CitegraphError
+from citegraph.indexer.git_filters import GitFilters
 from citegraph.indexer.paths import fs_path, stored_path
 from citegraph.indexer.worktree import MODE_SYMLINK as MODE_SYMLINK
 from citegraph.indexer.worktree import WorktreeReader
@@ -174,7 +175,7 @@ def worktree_state(repo: pygit2.Repository) -> WorktreeState:
         return _state_by_git(repo, head, root)
     dirty: list[tuple[str, str | None]] = []
     from_index: list[tuple[str, int]] = []
-    with WorktreeReader(root) as reader:
+    with WorktreeReader(root, filters=GitFilters(repo)) as reader:
         for path, f in status.items():
             if f & pygit2.GIT_STATUS_IGNORED or f == pygit2.GIT_STATUS_CURRENT:
                 continue
@@ -205,7 +206,7 @@ def _state_by_git(repo: pygit2.Repository, head: str, root: Path) -> WorktreeSta
     dirty: list[tuple[str, str | None]] = []
     from_index: list[tuple[str, int]] = []
     maybe: dict[str, sparse.StatusEntry] = {}
-    with WorktreeReader(root) as reader:
+    with WorktreeReader(root, filters=GitFilters(repo)) as reader:
         for e in sparse.git_status(str(root), repo.path):
             found = reader.read(e.path)
             if e.tracked and e.worktree_unchanged and e.index_blob and not found.exists:

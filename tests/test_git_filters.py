@@ -1,0 +1,148 @@
+"""Worktree bytes as git sees them (issue 20, item 3; indexer/git_filters.py).
+
+Real repositories with a real ``.gitattributes`` (``eol=crlf``, ``ident``), a real
+``core.autocrlf=true`` and a real filter driver in ``.git/config``: a file is dirty exactly
+when ``git status`` says so, its dirty blob is the one ``git hash-object`` (filters on)
+names, and a file, span and symbol citation captured on an uncommitted file validates
+``exact`` right after an unchanged ``git commit`` — in the one-shot scan and in the
+service's event-fed state. A filter driver is never run (its marker file never appears);
+a file it would change reads dirty, never clean, and never exact."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from gitutil import GIT_ENV, GitRepo
+
+from citegraph.graph.live_state import LiveRepo
+from citegraph.graph.snapshot_builder import build_snapshot
+from citegraph.graph.store import Home
+from citegraph.indexer import gitrepo
+from citegraph.memory import api
+
+CODE_LF = b'"""Retries."""\n# $Id$\n\n\ndef next_delay(attempt):\n    return 2 ** attempt\n\n\nTRIES = 3\n'
+REFS = ["src/retry.py", "src/retry.py#L5-L6", "src/retry.py::next_delay"]
+
+
+def crlf(data: bytes) -> bytes:
+    return data.replace(b"\n", b"\r\n")
+
+
+def one_shot(g: GitRepo) -> dict[str, str | None]:
+    return dict(gitrepo.worktree_state(gitrepo.open_repository(g.root)).dirty_paths)
+
+
+def live(g: GitRepo) -> dict[str, str | None]:
+    state = LiveRepo(g.root)
+    try:
+        return dict(state.sync().state.dirty_paths)
+    finally:
+        state.close()
+
+
+def git_status(g: GitRepo) -> set[str]:
+    out = subprocess.run(["git", "--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=all"],
+                         cwd=g.root, env={**os.environ, **GIT_ENV}, capture_output=True, text=True, check=True,
+                         timeout=60).stdout
+    return {rec[3:] for rec in out.split("\0") if rec}
+
+
+def outcomes(home: Home, g: GitRepo, mid: str) -> list[str]:
+    rep = api.validate_memories(home, memory_ids=[mid], repo_paths=[str(g.root)]).to_json()
+    return [c["outcome"] for c in rep["memories"][0]["citations"]]
+
+
+def setup_eol(g: GitRepo) -> bytes:
+    g.write(".gitattributes", "*.py text eol=crlf\n")
+    return crlf(CODE_LF)
+
+
+def setup_autocrlf(g: GitRepo) -> bytes:
+    g.git("config", "core.autocrlf", "true")
+    return crlf(CODE_LF)
+
+
+def setup_ident(g: GitRepo) -> bytes:
+    g.write(".gitattributes", "*.py ident\n")
+    return CODE_LF.replace(b"$Id$", b"$Id: 0123456789abcdef0123456789abcdef01234567 $")
+
+
+SETUPS = {"eol-crlf": setup_eol, "autocrlf": setup_autocrlf, "ident": setup_ident}
+
+
+@pytest.mark.parametrize("how", ["untracked", "dirty"])
+@pytest.mark.parametrize("setup", sorted(SETUPS))
+def test_captured_uncommitted_then_committed_is_exact(tmp_path: Path, setup: str, how: str) -> None:
+    g = GitRepo(tmp_path / "repo")
+    home = Home.open(tmp_path / "home")
+    worktree_bytes = SETUPS[setup](g)
+    g.write("README.md", "# repo\n")
+    if how == "dirty":  # tracked, committed once, then edited (the worktree in git's checkout form)
+        g.write("src/retry.py", worktree_bytes.replace(b"TRIES = 3", b"TRIES = 1"))
+    g.commit("init")
+    g.write("src/retry.py", worktree_bytes)
+    blob = g.git("hash-object", "src/retry.py")  # what git add would store (filters on)
+    assert git_status(g) == {"src/retry.py"}
+    assert one_shot(g) == live(g) == {"src/retry.py": blob}
+    build_snapshot(g.root, home)
+    mem = api.remember(home, "delays double", repo=g.root, refs=REFS, topic="t")
+    assert outcomes(home, g, mem["id"]) == ["exact"] * 3
+
+    g.commit("add retry")
+    assert g.git("rev-parse", "HEAD:src/retry.py") == blob
+    assert (g.root / "src/retry.py").read_bytes() == worktree_bytes  # git did not rewrite the file
+    assert git_status(g) == set() and one_shot(g) == live(g) == {}
+    build_snapshot(g.root, home)
+    assert outcomes(home, g, mem["id"]) == ["exact"] * 3
+
+    # A real change is still a change: one line edited, in the worktree's own form.
+    g.write("src/retry.py", worktree_bytes.replace(b"2 ** attempt", b"3 ** attempt"))
+    assert one_shot(g) == live(g) == {"src/retry.py": g.git("hash-object", "src/retry.py")}
+    build_snapshot(g.root, home)
+    assert outcomes(home, g, mem["id"]) == ["changed", "changed", "changed"]
+
+
+def test_a_checkout_with_crlf_is_clean_and_cited_as_stored(tmp_path: Path) -> None:
+    """``core.autocrlf=true`` on a clone: every file checked out with CRLF is clean."""
+    src = GitRepo(tmp_path / "src")
+    src.write("src/retry.py", CODE_LF)
+    src.commit("init")
+    g = GitRepo(tmp_path / "clone")
+    g.git("config", "core.autocrlf", "true")
+    g.git("pull", "-q", str(src.root), "main")
+    assert (g.root / "src/retry.py").read_bytes() == crlf(CODE_LF)
+    os.utime(g.root / "src/retry.py", ns=(1, 1))  # stat changed: the content must be compared
+    assert git_status(g) == set() and one_shot(g) == live(g) == {}
+
+
+def _marker_filter(g: GitRepo, marker: Path, clean: str) -> None:
+    g.write(".gitattributes", "*.cfg filter=redact\n")
+    g.git("config", "filter.redact.clean", f"sh -c 'echo ran >> {marker}; {clean}'")
+    g.git("config", "filter.redact.smudge", f"sh -c 'echo ran >> {marker}; cat'")
+
+
+def test_a_filter_driver_never_runs_and_never_makes_a_false_clean(tmp_path: Path) -> None:
+    g = GitRepo(tmp_path / "repo")
+    home = Home.open(tmp_path / "home")
+    marker = tmp_path / "marker"
+    _marker_filter(g, marker, "sed s/^password=.*/password=REDACTED/")
+    g.write("app.cfg", "user=me\npassword=REDACTED\n")
+    g.write("same.cfg", "user=you\n")
+    g.commit("init")
+    marker.unlink(missing_ok=True)  # git's own add ran it; from here on only citegraph acts
+    build_snapshot(g.root, home)
+    mem = api.remember(home, "config", repo=g.root, refs=["app.cfg", "app.cfg#L2", "same.cfg"], topic="t")
+
+    # The driver would store these bytes unchanged: a bare touch leaves them exact.
+    os.utime(g.root / "same.cfg", ns=(1, 1))
+    # The driver would redact this one: git calls it clean, citegraph cannot know (it runs
+    # no command) and compares the bytes as they are — dirty, never a false clean.
+    g.write("app.cfg", "user=me\npassword=hunter2\n")
+    state = one_shot(g)
+    assert state == live(g) and set(state) == {"app.cfg"}
+    build_snapshot(g.root, home)
+    assert outcomes(home, g, mem["id"]) == ["changed", "changed", "exact"]
+    assert not marker.exists()
