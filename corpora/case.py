@@ -45,6 +45,8 @@ CATEGORIES = (
     "overload",              # several same-name definitions: ordinals, the implementation by default
     # SPEC §21 (the graph at work)
     "dependency-change",     # exact citations whose recorded callee/base changed: advisories, never verdicts
+    # issue 20 (hostile inputs, round two)
+    "git-filters",           # eol=crlf, core.autocrlf, ident, an external filter driver: git's stored form
 )
 
 # Step operations and the keys each accepts (besides ``op`` and ``repo``).
