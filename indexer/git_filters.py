@@ -11,8 +11,8 @@ libgit2 applies these built-in conversions itself (``git_filter_list_load``, att
 the worktree then the index, the repository's configuration). It never runs an external
 ``filter=NAME`` driver, and neither does citegraph: ``filter.NAME.clean``/``process`` is a
 command from the repository's configuration (issue 20). For such a path the stored form is
-unknowable without running it; ``external_driver`` names the driver, and the file is taken
-byte for byte — git's view with the driver emptied (indexer/sparse.py does the same to the
+unknowable without running it, and the file is taken byte for byte — git's view with
+the driver emptied (indexer/sparse.py does the same to the
 ``git`` it runs), so a file the driver would change reads as dirty, never as clean.
 ``working-tree-encoding`` (re-encoding, which libgit2 lacks) is treated the same way.
 """
@@ -32,37 +32,6 @@ class GitFilters:
 
     def __init__(self, repo: pygit2.Repository) -> None:
         self._repo = repo
-        self._drivers: set[str] | None = None
-
-    def _configured_drivers(self) -> set[str]:
-        """Names of filter drivers with a clean or process command in any scope."""
-        if self._drivers is None:
-            names: set[str] = set()
-            try:
-                for entry in self._repo.config:
-                    name = entry.name
-                    low = name.lower()
-                    if low.startswith("filter.") and (low.endswith(".clean") or low.endswith(".process")) \
-                            and entry.value:
-                        names.add(name[len("filter."):name.rindex(".")])
-            except (pygit2.GitError, ValueError, UnicodeError):
-                pass
-            self._drivers = names
-        return self._drivers
-
-    def external_driver(self, path: str) -> str | None:
-        """The name of the conversion libgit2 cannot apply to ``path`` (an external filter
-        driver that is configured, or ``working-tree-encoding``), or None."""
-        try:
-            drv = self._repo.get_attr(path, "filter")
-            enc = self._repo.get_attr(path, "working-tree-encoding")
-        except (pygit2.GitError, ValueError, UnicodeError):
-            return None
-        if isinstance(drv, str) and drv in self._configured_drivers():
-            return f"filter={drv}"
-        if isinstance(enc, str):
-            return f"working-tree-encoding={enc}"
-        return None
 
     def _filter_list(self, path: str) -> pygit2.filter.FilterList | None:
         try:

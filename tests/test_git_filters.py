@@ -146,3 +146,32 @@ def test_a_filter_driver_never_runs_and_never_makes_a_false_clean(tmp_path: Path
     build_snapshot(g.root, home)
     assert outcomes(home, g, mem["id"]) == ["changed", "changed", "exact"]
     assert not marker.exists()
+
+
+MATRIX_CONTENTS = {"lf": b"a\nb\n", "crlf": b"a\r\nb\r\n", "mixed": b"a\r\nb\nc\r\n", "bin": b"\0a\r\nb\r\n",
+                   "ident": b"x $Id: 0123 $\r\n"}
+MATRIX_ATTRS = ["", "* text", "* text=auto", "* text eol=crlf", "* eol=lf", "* -text", "* binary", "* ident",
+                "* text ident"]
+
+
+@pytest.mark.parametrize("autocrlf", ["false", "true", "input"])
+def test_dirty_set_and_blobs_equal_git_over_a_matrix(tmp_path: Path, autocrlf: str) -> None:
+    """Every attribute line × LF/CRLF/mixed/binary/ident contents, tracked (stat changed,
+    so the content is compared) and untracked: the dirty set is ``git status``'s and each
+    dirty blob is ``git hash-object``'s (filters on)."""
+    for k, attr in enumerate(MATRIX_ATTRS):
+        g = GitRepo(tmp_path / f"r{k}")
+        g.git("config", "core.autocrlf", autocrlf)
+        g.git("config", "core.safecrlf", "false")
+        if attr:
+            g.write(".gitattributes", attr + "\n")
+        for name, data in MATRIX_CONTENTS.items():
+            g.write(f"t_{name}", data)
+        g.commit("c")
+        for name, data in MATRIX_CONTENTS.items():
+            g.write(f"u_{name}", data)
+            os.utime(g.root / f"t_{name}", ns=(1, 1))
+        dirty = git_status(g)
+        want = {p: g.git("hash-object", p) for p in dirty}
+        assert one_shot(g) == want, attr
+        assert live(g) == want, attr
