@@ -232,7 +232,36 @@ def git_status(root: str, gitdir: str) -> list[StatusEntry]:
             present = m_index != NULL_MODE
             entries.append(StatusEntry(os.fsdecode(parts[n]), True, h_index if present else None,
                                        int(m_index, 8) if present else 0, worktree_unchanged=xy[1] == "."))
+    listed = {e.path for e in entries}
+    entries += [StatusEntry(path, True, blob, GITLINK) for path, blob in _gitlinks(root, gitdir)
+                if path not in listed and _submodule_dirty(os.path.join(root, path))]
     return entries
+
+
+GITLINK = 0o160000
+
+
+def _gitlinks(root: str, gitdir: str) -> list[tuple[str, str]]:
+    """(path, commit) of every stage-0 submodule entry of the index."""
+    out = _git(root, gitdir, "ls-files", "-s", "-z")
+    links = []
+    for rec in out.split(b"\0"):
+        meta, _, path = rec.partition(b"\t")
+        fields = meta.split()
+        if len(fields) == 3 and fields[0] == b"160000" and fields[2] == b"0":
+            links.append((os.fsdecode(path), fields[1].decode()))
+    return links
+
+
+def _submodule_dirty(path: str) -> bool:
+    """Does a checked-out submodule hold changes (libgit2's status, which runs nothing,
+    instead of git's recursion, which would read the submodule's own configuration)?
+    The libgit2 scan reports such a submodule as modified; so does this one."""
+    try:
+        sub = pygit2.Repository(path)
+        return any(not f & pygit2.GIT_STATUS_IGNORED for f in sub.status(untracked_files="all").values())
+    except (pygit2.GitError, KeyError, ValueError, OSError):
+        return False
 
 
 def git_skip_worktree(root: str, gitdir: str, paths: list[str]) -> set[str]:

@@ -101,3 +101,36 @@ def test_the_marker_filter_is_real(hostile_sparse):
                    capture_output=True, timeout=60, check=True)
     assert marker.exists() and "clean" in marker.read_text()
 
+
+
+def test_a_submodule_is_judged_without_its_own_configuration(tmp_path: Path):
+    """``git status`` would recurse into a submodule under the submodule's configuration
+    (whose filters were not listed): the scan asks libgit2 instead, and a submodule with
+    changes inside is dirty exactly as in the libgit2 scan; its filter never runs."""
+    marker = tmp_path / "marker"
+    sub = GitRepo(tmp_path / "sub")
+    sub.write(".gitattributes", "* filter=inner\n")
+    sub.write("x.txt", "x\n")
+    sub.commit("s")
+    sup = GitRepo(tmp_path / "sup")
+    sup.write("a.txt", "a\n")
+    sup.git("-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub.root), "sm")
+    sup.commit("sup")
+    inner = GitRepo.__new__(GitRepo)
+    inner.root = sup.root / "sm"
+    inner.git("config", "filter.inner.clean", _marker_command(marker, "inner-clean"))
+    _touch(sup.root / "sm/x.txt")
+    root, gitdir = str(sup.root), str(sup.root / ".git")
+
+    def scans() -> tuple[dict, dict]:
+        repo = gitrepo.open_repository(sup.root)
+        by_git = gitrepo._state_by_git(repo, gitrepo.head_commit(repo), sup.root)
+        return dict(by_git.dirty_paths), dict(gitrepo.worktree_state(repo).dirty_paths)
+
+    assert {e.path for e in sparse.git_status(root, gitdir)} == set()
+    by_git, by_libgit2 = scans()
+    assert by_git == by_libgit2 == {}
+    (sup.root / "sm/x.txt").write_text("changed\n")
+    by_git, by_libgit2 = scans()
+    assert by_git == by_libgit2 and set(by_git) == {"sm"}
+    assert not marker.exists(), marker.read_text()
