@@ -14,10 +14,13 @@ command from the repository's configuration (issue 20). For such a path the stor
 unknowable without running it, and the file is taken byte for byte — git's view with
 the driver emptied (indexer/sparse.py does the same to the
 ``git`` it runs), so a file the driver would change reads as dirty, never as clean.
-``working-tree-encoding`` (re-encoding, which libgit2 lacks) is treated the same way.
+``working-tree-encoding`` (which libgit2 lacks) is applied here, as git's ``encode_to_git``
+does, before libgit2's filters.
 """
 
 from __future__ import annotations
+
+import codecs
 
 import pygit2
 from pygit2.enums import FilterMode
@@ -40,13 +43,28 @@ class GitFilters:
             return None
         return fl if fl is not None and len(fl) else None
 
+    def _encoding(self, path: str) -> str | None:
+        """The ``working-tree-encoding`` git re-encodes ``path`` from (None: UTF-8 or unset)."""
+        try:
+            enc = self._repo.get_attr(path, "working-tree-encoding")
+        except (pygit2.GitError, ValueError, UnicodeError):
+            return None
+        if not isinstance(enc, str) or not enc or enc.upper() == "UTF-8":
+            return None
+        return enc
+
     def converts(self, path: str) -> bool:
-        """Does git's clean conversion (as libgit2 applies it) touch ``path`` at all?"""
-        return self._filter_list(path) is not None
+        """Does git's clean conversion touch ``path`` at all?"""
+        return self._encoding(path) is not None or self._filter_list(path) is not None
 
     def to_odb(self, path: str, data: bytes) -> bytes:
-        """``data`` (the worktree's bytes at ``path``) as git would store them; unchanged
-        when no conversion applies or libgit2 refuses one (``core.safecrlf``)."""
+        """``data`` (the worktree's bytes at ``path``) as git would store them: re-encoded
+        to UTF-8 (``working-tree-encoding``), then libgit2's filters (eol, autocrlf, ident),
+        git's order. Unchanged where git would not convert either (no conversion applies,
+        ``core.safecrlf`` refuses, the bytes are not in the declared encoding)."""
+        enc = self._encoding(path)
+        if enc is not None:
+            data = reencode_to_utf8(data, enc)
         fl = self._filter_list(path)
         if fl is None:
             return data
@@ -60,3 +78,24 @@ class GitFilters:
             return bytes(ffi.buffer(buf.ptr, buf.size)) if buf.ptr != ffi.NULL else b""
         finally:
             C.git_buf_dispose(buf)
+
+
+_BOMS = {"UTF-16": (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE), "UTF-32": (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)}
+
+
+def reencode_to_utf8(data: bytes, enc: str) -> bytes:
+    """git's ``encode_to_git``: ``data`` from ``enc`` to UTF-8, or ``data`` unchanged where
+    git leaves it (empty; a UTF-16/32 file without its required BOM, a UTF-16LE/BE… one
+    with a prohibited BOM; bytes not in ``enc``; an encoding Python does not know)."""
+    if not data:
+        return data
+    name = enc.upper().replace("_", "-")
+    family = name[:6] if name.startswith(("UTF-16", "UTF-32")) else None
+    if family is not None:
+        has_bom = data.startswith(_BOMS[family])
+        if has_bom != (name == family):  # git: BOM required without endianness, prohibited with
+            return data
+    try:
+        return data.decode(enc).encode("utf-8")
+    except (LookupError, UnicodeError, ValueError):
+        return data

@@ -175,11 +175,15 @@ def worktree_state(repo: pygit2.Repository) -> WorktreeState:
         return _state_by_git(repo, head, root)
     dirty: list[tuple[str, str | None]] = []
     from_index: list[tuple[str, int]] = []
-    with WorktreeReader(root, filters=GitFilters(repo)) as reader:
+    filters = GitFilters(repo)
+    with WorktreeReader(root, filters=filters) as reader:
         for path, f in status.items():
             if f & pygit2.GIT_STATUS_IGNORED or f == pygit2.GIT_STATUS_CURRENT:
                 continue
             found = reader.read(path)
+            if f == pygit2.GIT_STATUS_WT_MODIFIED and filters.converts(path) \
+                    and _index_entry(repo, path) == (found.blob_id, found.mode):
+                continue  # in git's stored form the index's own blob (a conversion libgit2 lacks)
             if f != pygit2.GIT_STATUS_WT_NEW:
                 skipped = flags.worktree_is_index(path, found.exists)
                 if skipped is not None:
@@ -199,6 +203,14 @@ def worktree_state(repo: pygit2.Repository) -> WorktreeState:
                 if found.exists and (found.blob_id, found.mode) != (blob, mode):
                     dirty.append((stored_path(path), found.blob_id))
     return state_from_dirty(head, dirty, from_index)
+
+
+def _index_entry(repo: pygit2.Repository, path: str) -> tuple[str, int] | None:
+    try:
+        e = repo.index[path]
+    except (KeyError, ValueError, pygit2.GitError):
+        return None
+    return str(e.id), int(e.mode)
 
 
 def _state_by_git(repo: pygit2.Repository, head: str, root: Path) -> WorktreeState:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -55,22 +56,28 @@ def outcomes(home: Home, g: GitRepo, mid: str) -> list[str]:
     return [c["outcome"] for c in rep["memories"][0]["citations"]]
 
 
-def setup_eol(g: GitRepo) -> bytes:
+def setup_eol(g: GitRepo) -> Callable[[bytes], bytes]:
     g.write(".gitattributes", "*.py text eol=crlf\n")
-    return crlf(CODE_LF)
+    return crlf
 
 
-def setup_autocrlf(g: GitRepo) -> bytes:
+def setup_autocrlf(g: GitRepo) -> Callable[[bytes], bytes]:
     g.git("config", "core.autocrlf", "true")
-    return crlf(CODE_LF)
+    return crlf
 
 
-def setup_ident(g: GitRepo) -> bytes:
+def setup_ident(g: GitRepo) -> Callable[[bytes], bytes]:
     g.write(".gitattributes", "*.py ident\n")
-    return CODE_LF.replace(b"$Id$", b"$Id: 0123456789abcdef0123456789abcdef01234567 $")
+    return lambda data: data.replace(b"$Id$", b"$Id: 0123456789abcdef0123456789abcdef01234567 $")
 
 
-SETUPS = {"eol-crlf": setup_eol, "autocrlf": setup_autocrlf, "ident": setup_ident}
+def setup_utf16(g: GitRepo) -> Callable[[bytes], bytes]:
+    g.write(".gitattributes", "*.py text eol=crlf working-tree-encoding=UTF-16\n")
+    return lambda data: crlf(data).decode().encode("utf-16")  # with its BOM, as git requires
+
+
+# Each setup returns how a file looks in the worktree (git's checkout form) given its LF text.
+SETUPS = {"eol-crlf": setup_eol, "autocrlf": setup_autocrlf, "ident": setup_ident, "utf-16": setup_utf16}
 
 
 @pytest.mark.parametrize("how", ["untracked", "dirty"])
@@ -78,10 +85,11 @@ SETUPS = {"eol-crlf": setup_eol, "autocrlf": setup_autocrlf, "ident": setup_iden
 def test_captured_uncommitted_then_committed_is_exact(tmp_path: Path, setup: str, how: str) -> None:
     g = GitRepo(tmp_path / "repo")
     home = Home.open(tmp_path / "home")
-    worktree_bytes = SETUPS[setup](g)
+    form = SETUPS[setup](g)
+    worktree_bytes = form(CODE_LF)
     g.write("README.md", "# repo\n")
     if how == "dirty":  # tracked, committed once, then edited (the worktree in git's checkout form)
-        g.write("src/retry.py", worktree_bytes.replace(b"TRIES = 3", b"TRIES = 1"))
+        g.write("src/retry.py", form(CODE_LF.replace(b"TRIES = 3", b"TRIES = 1")))
     g.commit("init")
     g.write("src/retry.py", worktree_bytes)
     blob = g.git("hash-object", "src/retry.py")  # what git add would store (filters on)
@@ -99,7 +107,7 @@ def test_captured_uncommitted_then_committed_is_exact(tmp_path: Path, setup: str
     assert outcomes(home, g, mem["id"]) == ["exact"] * 3
 
     # A real change is still a change: one line edited, in the worktree's own form.
-    g.write("src/retry.py", worktree_bytes.replace(b"2 ** attempt", b"3 ** attempt"))
+    g.write("src/retry.py", form(CODE_LF.replace(b"2 ** attempt", b"3 ** attempt")))
     assert one_shot(g) == live(g) == {"src/retry.py": g.git("hash-object", "src/retry.py")}
     build_snapshot(g.root, home)
     assert outcomes(home, g, mem["id"]) == ["changed", "changed", "changed"]
@@ -149,9 +157,11 @@ def test_a_filter_driver_never_runs_and_never_makes_a_false_clean(tmp_path: Path
 
 
 MATRIX_CONTENTS = {"lf": b"a\nb\n", "crlf": b"a\r\nb\r\n", "mixed": b"a\r\nb\nc\r\n", "bin": b"\0a\r\nb\r\n",
-                   "ident": b"x $Id: 0123 $\r\n"}
+                   "ident": b"x $Id: 0123 $\r\n", "u16": "a\r\nb\n".encode("utf-16"),
+                   "u16le": "a\r\nb\n".encode("utf-16-le")}
 MATRIX_ATTRS = ["", "* text", "* text=auto", "* text eol=crlf", "* eol=lf", "* -text", "* binary", "* ident",
-                "* text ident"]
+                "* text ident", "*u16 working-tree-encoding=UTF-16\n*u16le working-tree-encoding=UTF-16LE",
+                "*u16 text working-tree-encoding=UTF-16\n*u16le text eol=crlf working-tree-encoding=UTF-16LE"]
 
 
 @pytest.mark.parametrize("autocrlf", ["false", "true", "input"])
