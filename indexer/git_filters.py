@@ -27,7 +27,7 @@ from pygit2.enums import FilterMode
 
 # A file larger than this with a conversion to apply is hashed byte for byte (it would
 # have to be held whole in memory); it can then read as changed, never as a false exact.
-MAX_FILTERED_BYTES = 256 << 20
+MAX_FILTERED_BYTES = 64 << 20
 
 
 class GitFilters:

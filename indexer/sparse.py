@@ -170,8 +170,13 @@ def _filter_overrides(exe: str, root: str, gitdir: str, env: dict[str, str]) -> 
     """Empty ``clean``/``smudge``/``process`` (and ``required`` false) for every filter
     driver any configuration scope git reads here names: git then runs none of them
     (an empty command is no filter). Listing the configuration runs nothing."""
-    proc = subprocess.run([exe, "--no-pager", f"--git-dir={gitdir}", f"--work-tree={root}", "config", "--null",
-                           "--list"], cwd=root, env=env, capture_output=True, stdin=subprocess.DEVNULL, timeout=60)
+    try:
+        proc = subprocess.run([exe, "--no-pager", f"--git-dir={gitdir}", f"--work-tree={root}", "config", "--null",
+                               "--list"], cwd=root, env=env, capture_output=True, stdin=subprocess.DEVNULL,
+                              timeout=60)
+    except subprocess.TimeoutExpired as exc:  # an include.path naming a FIFO, say
+        raise CitegraphError(f"{root}: git config --list did not finish in {exc.timeout:.0f} s",
+                             "run `git config --list` there and fix what hangs (an include.path?)", code=3) from exc
     if proc.returncode != 0:
         err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         raise CitegraphError(f"{root}: git config failed ({err[-1] if err else proc.returncode})",
