@@ -36,6 +36,25 @@ class GitFilters:
     def __init__(self, repo: pygit2.Repository) -> None:
         self._repo = repo
 
+    def external_driver(self, path: str) -> str | None:
+        """The filter driver git would run on ``path`` (``filter=NAME`` with
+        ``filter.NAME.clean`` or ``.process`` configured), which citegraph never runs; None
+        when there is none (an unconfigured driver is no filter, for git too)."""
+        try:
+            name = self._repo.get_attr(path, "filter")
+        except (pygit2.GitError, ValueError, UnicodeError):
+            return None
+        if not isinstance(name, str) or not name:
+            return None
+        for var in ("clean", "process"):
+            try:
+                value = self._repo.config[f"filter.{name}.{var}"]
+            except (KeyError, ValueError, pygit2.GitError, UnicodeError):
+                continue
+            if value:
+                return name
+        return None
+
     def _filter_list(self, path: str) -> pygit2.filter.FilterList | None:
         try:
             fl = self._repo.load_filter_list(path, FilterMode.TO_ODB)

@@ -22,6 +22,7 @@ from citegraph.graph.live_state import LiveRepo
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.store import Home
 from citegraph.indexer import gitrepo
+from citegraph.indexer.errors import CitegraphError
 from citegraph.memory import api
 
 CODE_LF = b'"""Retries."""\n# $Id$\n\n\ndef next_delay(attempt):\n    return 2 ** attempt\n\n\nTRIES = 3\n'
@@ -142,17 +143,35 @@ def test_a_filter_driver_never_runs_and_never_makes_a_false_clean(tmp_path: Path
     g.commit("init")
     marker.unlink(missing_ok=True)  # git's own add ran it; from here on only citegraph acts
     build_snapshot(g.root, home)
-    mem = api.remember(home, "config", repo=g.root, refs=["app.cfg", "app.cfg#L2", "same.cfg"], topic="t")
+    mem = api.remember(home, "config", repo=g.root, refs=["app.cfg", "app.cfg#L2-L2", "same.cfg"], topic="t")
 
     # The driver would store these bytes unchanged: a bare touch leaves them exact.
     os.utime(g.root / "same.cfg", ns=(1, 1))
-    # The driver would redact this one: git calls it clean, citegraph cannot know (it runs
-    # no command) and compares the bytes as they are — dirty, never a false clean.
+    # The driver would redact this one: git calls it clean; citegraph cannot know (it runs
+    # no command), so the file is dirty (never a false clean) and every verdict about it
+    # but exact is unknown/filter-driver (never a false changed, never a false exact).
     g.write("app.cfg", "user=me\npassword=hunter2\n")
     state = one_shot(g)
     assert state == live(g) and set(state) == {"app.cfg"}
     build_snapshot(g.root, home)
-    assert outcomes(home, g, mem["id"]) == ["changed", "changed", "exact"]
+    rep = api.validate_memories(home, memory_ids=[mem["id"]], repo_paths=[str(g.root)]).to_json()
+    got = [(c["outcome"], c["reason"]) for c in rep["memories"][0]["citations"]]
+    assert got == [("unknown", "filter-driver"), ("unknown", "filter-driver"), ("exact", None)]
+    # Capturing it now would record bytes git does not store: refused, one clear line.
+    with pytest.raises(CitegraphError, match="filter driver 'redact'"):
+        api.remember(home, "new", repo=g.root, refs=["app.cfg#L1-L1"], topic="u")
+    assert not marker.exists()
+
+    g.commit("new password, redacted by the driver")  # git runs it: the stored blob is unchanged
+    assert g.git("rev-parse", "HEAD:app.cfg") == g.git("rev-parse", "HEAD~1:app.cfg")
+    marker.unlink(missing_ok=True)
+    assert one_shot(g) == live(g) == {}
+    build_snapshot(g.root, home)
+    assert outcomes(home, g, mem["id"]) == ["exact", "exact", "exact"]
+
+    g.write("app.cfg", "user=them\npassword=REDACTED\n")  # a real edit: still never exact
+    build_snapshot(g.root, home)
+    assert outcomes(home, g, mem["id"]) == ["unknown", "exact", "exact"]
     assert not marker.exists()
 
 

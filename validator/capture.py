@@ -20,7 +20,9 @@ from citegraph.graph.symbol_search import close_paths, close_symbols, search
 from citegraph.indexer import gitrepo
 from citegraph.indexer.errors import CitegraphError
 from citegraph.indexer.extract import EXTRACTOR_VERSION
+from citegraph.indexer.git_filters import GitFilters
 from citegraph.indexer.overloads import overload_stubs
+from citegraph.indexer.paths import fs_path
 from citegraph.validator.decisions import Reason
 from citegraph.validator.model import Receipt
 from citegraph.validator.receipt_identity import receipt_id
@@ -113,6 +115,12 @@ def _file_row(p: ParsedRef, path: str, cur: CurrentState, snap: Snapshot) -> dic
     if row["reason"] == "not-regular":
         raise bad_ref(p.ref, f"{path} is not a regular file (a FIFO, socket or device)", "cite a regular file")
     _check_inside(p, path, cur)
+    if row["dirty"] and cur.repo.workdir:
+        driver = GitFilters(cur.repo).external_driver(fs_path(path))
+        if driver is not None:  # its stored form is unknowable (docs/outcomes.md, "Which bytes are hashed")
+            raise bad_ref(p.ref, f"{path} is uncommitted and git stores it through the filter driver '{driver}' "
+                          "(.gitattributes), which citegraph never runs",
+                          "commit it (or `git add` it), run `citegraph index`, then cite it")
     return row
 
 
