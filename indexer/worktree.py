@@ -153,6 +153,9 @@ class WorktreeReader:
             return WorktreeFile("symlink", str(pygit2.hash(target)), MODE_SYMLINK, len(target), target)
         if not stat.S_ISREG(st.st_mode):
             return NOT_REGULAR
+        # Decided before the file is opened: the attribute lookup stays out of the window
+        # between ``fstat`` and the read, in which a concurrent writer is detected.
+        convert = self.filters is not None and st.st_size <= MAX_FILTERED_BYTES and self.filters.converts(path)
         try:
             fd = os.open(name, _FILE_FLAGS, dir_fd=dfd)
         except OSError as exc:
@@ -161,17 +164,17 @@ class WorktreeReader:
                                           code=1, retryable=True) from exc
             raise _unreadable(path, exc) from exc
         try:
-            return self._read_regular(path, fd, st)
+            return self._read_regular(path, fd, st, convert)
         finally:
             os.close(fd)
 
-    def _read_regular(self, path: str, fd: int, before: os.stat_result) -> WorktreeFile:
+    def _read_regular(self, path: str, fd: int, before: os.stat_result, convert: bool = False) -> WorktreeFile:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or (st.st_ino, st.st_dev) != (before.st_ino, before.st_dev):
             raise ChangedWhileReading(f"{path}: changed while being read", "retry", code=1, retryable=True)
         mode = MODE_EXECUTABLE if st.st_mode & stat.S_IXUSR else MODE_FILE
         size = st.st_size
-        if self.filters is not None and size <= MAX_FILTERED_BYTES and self.filters.converts(path):
+        if convert and self.filters is not None and size <= MAX_FILTERED_BYTES:
             data = self.filters.to_odb(path, _read_exactly(fd, size, path))
             return WorktreeFile("file", str(pygit2.hash(data)), mode, len(data),
                                 data if len(data) <= self.keep_bytes else None)
