@@ -47,6 +47,7 @@ CATEGORIES = (
     "dependency-change",     # exact citations whose recorded callee/base changed: advisories, never verdicts
     # issue 20 (hostile inputs, round two)
     "hostile-config",        # a committed .citegraph.toml that is hostile: one clear error or a correct index
+    "git-filters",           # eol=crlf, core.autocrlf, ident, an external filter driver: git's stored form
 )
 
 # Step operations and the keys each accepts (besides ``op`` and ``repo``).

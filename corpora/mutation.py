@@ -43,7 +43,8 @@ REASON_SWAP = {"not-current": "racing", "out-of-scope": "not-current", "extracto
                "member-missing": "not-current", "invalid-citation": "limit",
                "snapshot-unreadable": "not-current",
                "ambiguous-relocation": "ambiguous-successor", "ambiguous-successor": "ambiguous-relocation",
-               "incomplete-coverage": "ambiguous-relocation", "no-basis": "source-commit-behind",
+               "incomplete-coverage": "ambiguous-relocation", "filter-driver": "incomplete-coverage",
+               "no-basis": "source-commit-behind",
                "source-commit-gone": "source-commit-not-ancestor",
                "source-commit-not-ancestor": "source-commit-gone",
                "source-commit-behind": "no-basis", "dirty-worktree": "source-commit-behind"}

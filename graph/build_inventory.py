@@ -16,6 +16,7 @@ from citegraph.graph.schema import FILE_COLUMNS
 from citegraph.indexer import gitrepo
 from citegraph.indexer.errors import CitegraphError
 from citegraph.indexer.extract import EXTRACTOR_VERSION
+from citegraph.indexer.git_filters import GitFilters
 from citegraph.indexer.paths import fs_path, is_undecodable
 from citegraph.indexer.worktree import MODE_NOT_REGULAR, WorktreeReader
 
@@ -45,7 +46,8 @@ def dirty_entries(target: BuildTarget, paths: set[str] | None = None
     if not (target.state and target.state.dirty):
         return out, contents
     from_index = dict(target.state.from_index)
-    with WorktreeReader(gitrepo.workdir(target.repo), keep_bytes=target.config.max_file_bytes) as reader:
+    with WorktreeReader(gitrepo.workdir(target.repo), keep_bytes=target.config.max_file_bytes,
+                        filters=GitFilters(target.repo)) as reader:
         for path, blob in target.state.dirty_paths:
             if paths is not None and path not in paths:
                 continue

@@ -27,6 +27,7 @@ import pygit2
 
 from citegraph.indexer import gitrepo, sparse
 from citegraph.indexer.errors import CitegraphError
+from citegraph.indexer.git_filters import GitFilters
 from citegraph.indexer.paths import fs_path, stored_path
 from citegraph.indexer.tree_watch import (
     COOKIE_PREFIX,
@@ -279,7 +280,7 @@ class LiveRepo:
             return
         dirty = dict(self.dirty)
         from_index = dict(self.from_index)
-        with WorktreeReader(self.root) as reader:
+        with WorktreeReader(self.root, filters=GitFilters(repo)) as reader:
             for p in paths:
                 if p == ".git" or p.startswith(".git/") or gitrepo.under_any(p, self.skip):
                     continue

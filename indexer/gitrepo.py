@@ -17,6 +17,7 @@ import pygit2
 
 from citegraph.indexer import sparse
 from citegraph.indexer.errors import CitegraphError
+from citegraph.indexer.git_filters import GitFilters
 from citegraph.indexer.paths import fs_path, stored_path
 from citegraph.indexer.worktree import MODE_SYMLINK as MODE_SYMLINK
 from citegraph.indexer.worktree import WorktreeReader
@@ -194,13 +195,17 @@ def worktree_state(repo: pygit2.Repository, skip: tuple[str, ...] = ()) -> Workt
         return _state_by_git(repo, head, root, skip)
     dirty: list[tuple[str, str | None]] = []
     from_index: list[tuple[str, int]] = []
-    with WorktreeReader(root) as reader:
+    filters = GitFilters(repo)
+    with WorktreeReader(root, filters=filters) as reader:
         for path, f in status.items():
             if f & pygit2.GIT_STATUS_IGNORED or f == pygit2.GIT_STATUS_CURRENT:
                 continue
             if skip and under_any(path, skip):
                 continue
             found = reader.read(path)
+            if f == pygit2.GIT_STATUS_WT_MODIFIED and filters.converts(path) \
+                    and _index_entry(repo, path) == (found.blob_id, found.mode):
+                continue  # in git's stored form the index's own blob (a conversion libgit2 lacks)
             if f != pygit2.GIT_STATUS_WT_NEW:
                 skipped = flags.worktree_is_index(path, found.exists)
                 if skipped is not None:
@@ -222,12 +227,20 @@ def worktree_state(repo: pygit2.Repository, skip: tuple[str, ...] = ()) -> Workt
     return state_from_dirty(head, dirty, from_index)
 
 
+def _index_entry(repo: pygit2.Repository, path: str) -> tuple[str, int] | None:
+    try:
+        e = repo.index[path]
+    except (KeyError, ValueError, pygit2.GitError):
+        return None
+    return str(e.id), int(e.mode)
+
+
 def _state_by_git(repo: pygit2.Repository, head: str, root: Path, skip: tuple[str, ...] = ()) -> WorktreeState:
     """``worktree_state`` of a sparse index: the paths ``git status`` names."""
     dirty: list[tuple[str, str | None]] = []
     from_index: list[tuple[str, int]] = []
     maybe: dict[str, sparse.StatusEntry] = {}
-    with WorktreeReader(root) as reader:
+    with WorktreeReader(root, filters=GitFilters(repo)) as reader:
         for e in sparse.git_status(str(root), repo.path):
             if skip and under_any(e.path, skip):
                 continue

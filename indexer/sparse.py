@@ -119,17 +119,95 @@ class StatusEntry:
     worktree_unchanged: bool = False  # git: the worktree matches the index (Y is '.')
 
 
-def _git(root: str, gitdir: str, *args: str) -> bytes:
+# Configuration that would make git run a command, or page, prompt or write: overridden on
+# the command line (the highest-priority scope) of every git subprocess. Filter drivers are
+# named by the configuration, so their overrides are added per name (``_filter_overrides``).
+SAFE_CONFIG = (
+    ("core.fsmonitor", "false"), ("core.hooksPath", os.devnull), ("core.pager", "cat"),
+    ("core.sshCommand", ""), ("core.editor", ":"), ("core.askPass", ""), ("core.gitProxy", ""),
+    ("core.alternateRefsCommand", ""), ("core.untrackedCache", "false"), ("credential.helper", ""),
+    ("diff.external", ""), ("protocol.allow", "never"), ("submodule.recurse", "false"),
+    ("status.submoduleSummary", "false"), ("sequence.editor", ":"), ("gpg.program", ""),
+)
+FILTER_VARS = ("clean", "smudge", "process")
+# Environment that would run a program, page, prompt, or import someone else's -c settings.
+_GIT_DROP = (*_GIT_REDIRECTS, "GIT_CONFIG_PARAMETERS", "GIT_EXTERNAL_DIFF", "GIT_PAGER", "GIT_EDITOR",
+             "GIT_ASKPASS", "SSH_ASKPASS", "GIT_SSH", "GIT_SSH_COMMAND", "GIT_PROXY_COMMAND", "GIT_EXEC_PATH",
+             "GIT_TRACE2_EVENT", "GIT_TRACE2", "GIT_TRACE2_PERF")
+
+
+def _git_exe(root: str) -> str:
     exe = shutil.which("git")
     if exe is None:
         raise CitegraphError(f"{root}: the index is a sparse index (git's 'sdir' extension), which libgit2 cannot "
                              "read, and no git executable was found",
                              "install git, or run `git sparse-checkout init --no-sparse-index`", code=3)
-    env = {k: v for k, v in os.environ.items() if k not in _GIT_REDIRECTS}
-    env["GIT_OPTIONAL_LOCKS"] = "0"  # never write (refresh) the user's index
-    # core.fsmonitor would run a command named by the repository's config: never.
-    cmd = [exe, "-c", "core.fsmonitor=false", f"--git-dir={gitdir}", f"--work-tree={root}", *args]
-    proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, stdin=subprocess.DEVNULL)
+    return exe
+
+
+def _base_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in _GIT_DROP and not k.startswith(("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_"))
+           and k != "GIT_CONFIG_COUNT"}
+    env.update(GIT_OPTIONAL_LOCKS="0",  # never write (refresh) the user's index
+               GIT_TERMINAL_PROMPT="0", GIT_PAGER="cat", PAGER="cat", GIT_EDITOR=":", GIT_ASKPASS="",
+               SSH_ASKPASS="", GIT_NO_LAZY_FETCH="1", GIT_ATTR_NOSYSTEM="1", LC_ALL="C")
+    return env
+
+
+def _with_config(env: dict[str, str], pairs: list[tuple[str, str]]) -> dict[str, str]:
+    """``env`` carrying ``pairs`` as command-line configuration (GIT_CONFIG_COUNT, git
+    2.31+; a sparse index needs 2.32): any key spelling passes, unlike ``-c k=v``."""
+    out = dict(env)
+    out["GIT_CONFIG_COUNT"] = str(len(pairs))
+    for i, (k, v) in enumerate(pairs):
+        out[f"GIT_CONFIG_KEY_{i}"] = k
+        out[f"GIT_CONFIG_VALUE_{i}"] = v
+    return out
+
+
+def _filter_overrides(exe: str, root: str, gitdir: str, env: dict[str, str]) -> list[tuple[str, str]]:
+    """Empty ``clean``/``smudge``/``process`` (and ``required`` false) for every filter
+    driver any configuration scope git reads here names: git then runs none of them
+    (an empty command is no filter). Listing the configuration runs nothing."""
+    try:
+        proc = subprocess.run([exe, "--no-pager", f"--git-dir={gitdir}", f"--work-tree={root}", "config", "--null",
+                               "--list"], cwd=root, env=env, capture_output=True, stdin=subprocess.DEVNULL,
+                              timeout=60)
+    except subprocess.TimeoutExpired as exc:  # an include.path naming a FIFO, say
+        raise CitegraphError(f"{root}: git config --list did not finish in {exc.timeout:.0f} s",
+                             "run `git config --list` there and fix what hangs (an include.path?)", code=3) from exc
+    if proc.returncode != 0:
+        err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise CitegraphError(f"{root}: git config failed ({err[-1] if err else proc.returncode})",
+                             "run `git config --list` there and fix what it reports", code=3)
+    names: dict[str, None] = {}
+    for rec in proc.stdout.split(b"\0"):
+        key = rec.split(b"\n", 1)[0].decode("utf-8", "surrogateescape")
+        if key.lower().startswith("filter.") and key.count(".") >= 2:
+            names.setdefault(key[len("filter."):key.rindex(".")], None)
+    return [(f"filter.{n}.{var}", value) for n in names
+            for var, value in (*((v, "") for v in FILTER_VARS), ("required", "false"))]
+
+
+def git_command(root: str, gitdir: str, *args: str) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of a git subprocess that runs nothing the
+    repository's (or the user's) configuration names: no filter driver, hook, fsmonitor,
+    pager, editor, askpass, ssh or proxy command, external diff; no lazy fetch; no index
+    refresh written back."""
+    exe = _git_exe(root)
+    env = _with_config(_base_env(), list(SAFE_CONFIG))
+    env = _with_config(env, [*SAFE_CONFIG, *_filter_overrides(exe, root, gitdir, env)])
+    return [exe, "--no-pager", f"--git-dir={gitdir}", f"--work-tree={root}", *args], env
+
+
+def _git(root: str, gitdir: str, *args: str) -> bytes:
+    cmd, env = git_command(root, gitdir, *args)
+    try:
+        proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, stdin=subprocess.DEVNULL, timeout=600)
+    except subprocess.TimeoutExpired as exc:
+        raise CitegraphError(f"{root}: git {args[0]} did not finish in {exc.timeout:.0f} s",
+                             "run `git status` there to see what is slow", code=3, retryable=True) from exc
     if proc.returncode != 0:
         err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         raise CitegraphError(f"{root}: git {args[0]} failed ({err[-1] if err else proc.returncode})",
@@ -140,7 +218,7 @@ def _git(root: str, gitdir: str, *args: str) -> bytes:
 def git_status(root: str, gitdir: str) -> list[StatusEntry]:
     """The paths ``git status`` reports (untracked included, ignored not, no rename pairing)."""
     out = _git(root, gitdir, "status", "--porcelain=v2", "-z", "--untracked-files=all", "--no-renames",
-               "--ignore-submodules=none")
+               "--ignore-submodules=dirty")
     entries: list[StatusEntry] = []
     for rec in out.split(b"\0"):
         if not rec:
@@ -159,7 +237,36 @@ def git_status(root: str, gitdir: str) -> list[StatusEntry]:
             present = m_index != NULL_MODE
             entries.append(StatusEntry(os.fsdecode(parts[n]), True, h_index if present else None,
                                        int(m_index, 8) if present else 0, worktree_unchanged=xy[1] == "."))
+    listed = {e.path for e in entries}
+    entries += [StatusEntry(path, True, blob, GITLINK) for path, blob in _gitlinks(root, gitdir)
+                if path not in listed and _submodule_dirty(os.path.join(root, path))]
     return entries
+
+
+GITLINK = 0o160000
+
+
+def _gitlinks(root: str, gitdir: str) -> list[tuple[str, str]]:
+    """(path, commit) of every stage-0 submodule entry of the index."""
+    out = _git(root, gitdir, "ls-files", "-s", "-z")
+    links = []
+    for rec in out.split(b"\0"):
+        meta, _, path = rec.partition(b"\t")
+        fields = meta.split()
+        if len(fields) == 3 and fields[0] == b"160000" and fields[2] == b"0":
+            links.append((os.fsdecode(path), fields[1].decode()))
+    return links
+
+
+def _submodule_dirty(path: str) -> bool:
+    """Does a checked-out submodule hold changes (libgit2's status, which runs nothing,
+    instead of git's recursion, which would read the submodule's own configuration)?
+    The libgit2 scan reports such a submodule as modified; so does this one."""
+    try:
+        sub = pygit2.Repository(path)
+        return any(not f & pygit2.GIT_STATUS_IGNORED for f in sub.status(untracked_files="all").values())
+    except (pygit2.GitError, KeyError, ValueError, OSError):
+        return False
 
 
 def git_skip_worktree(root: str, gitdir: str, paths: list[str]) -> set[str]:

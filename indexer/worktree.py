@@ -25,6 +25,7 @@ from pathlib import Path
 import pygit2
 
 from citegraph.indexer.errors import CitegraphError
+from citegraph.indexer.git_filters import MAX_FILTERED_BYTES, GitFilters
 
 MODE_FILE = 0o100644
 MODE_EXECUTABLE = 0o100755
@@ -78,8 +79,11 @@ class WorktreeReader:
     manager, or call ``close``.
     """
 
-    def __init__(self, root: str | os.PathLike[str], keep_bytes: int = 0) -> None:
+    def __init__(self, root: str | os.PathLike[str], keep_bytes: int = 0, filters: GitFilters | None = None) -> None:
         self.keep_bytes = keep_bytes
+        # git's clean conversion (eol, autocrlf, ident): a regular file is hashed and kept
+        # as git would store it (indexer/git_filters.py); None reads bytes as they are.
+        self.filters = filters
         try:
             self._root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as exc:
@@ -149,6 +153,9 @@ class WorktreeReader:
             return WorktreeFile("symlink", str(pygit2.hash(target)), MODE_SYMLINK, len(target), target)
         if not stat.S_ISREG(st.st_mode):
             return NOT_REGULAR
+        # Decided before the file is opened: the attribute lookup stays out of the window
+        # between ``fstat`` and the read, in which a concurrent writer is detected.
+        convert = self.filters is not None and st.st_size <= MAX_FILTERED_BYTES and self.filters.converts(path)
         try:
             fd = os.open(name, _FILE_FLAGS, dir_fd=dfd)
         except OSError as exc:
@@ -157,16 +164,20 @@ class WorktreeReader:
                                           code=1, retryable=True) from exc
             raise _unreadable(path, exc) from exc
         try:
-            return self._read_regular(path, fd, st)
+            return self._read_regular(path, fd, st, convert)
         finally:
             os.close(fd)
 
-    def _read_regular(self, path: str, fd: int, before: os.stat_result) -> WorktreeFile:
+    def _read_regular(self, path: str, fd: int, before: os.stat_result, convert: bool = False) -> WorktreeFile:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or (st.st_ino, st.st_dev) != (before.st_ino, before.st_dev):
             raise ChangedWhileReading(f"{path}: changed while being read", "retry", code=1, retryable=True)
         mode = MODE_EXECUTABLE if st.st_mode & stat.S_IXUSR else MODE_FILE
         size = st.st_size
+        if convert and self.filters is not None and size <= MAX_FILTERED_BYTES:
+            data = self.filters.to_odb(path, _read_exactly(fd, size, path))
+            return WorktreeFile("file", str(pygit2.hash(data)), mode, len(data),
+                                data if len(data) <= self.keep_bytes else None)
         if size <= self.keep_bytes:
             data = _read_exactly(fd, size, path)
             return WorktreeFile("file", str(pygit2.hash(data)), mode, size, data)
@@ -197,7 +208,7 @@ def _read_exactly(fd: int, size: int, path: str) -> bytes:
     return b"".join(parts)
 
 
-def read_one(root: str | Path, path: str, keep_bytes: int = 0) -> WorktreeFile:
+def read_one(root: str | Path, path: str, keep_bytes: int = 0, filters: GitFilters | None = None) -> WorktreeFile:
     """Read a single path (opens and closes its own reader)."""
-    with WorktreeReader(root, keep_bytes) as reader:
+    with WorktreeReader(root, keep_bytes, filters) as reader:
         return reader.read(path)

@@ -58,7 +58,7 @@ def test_reason_values_are_the_json_contract():
         "NOT_CURRENT": "not-current", "SNAPSHOT_UNREADABLE": "snapshot-unreadable",
         "EXTRACTOR_MISMATCH": "extractor-mismatch", "RACING": "racing",
         "AMBIGUOUS_RELOCATION": "ambiguous-relocation", "AMBIGUOUS_SUCCESSOR": "ambiguous-successor",
-        "INCOMPLETE_COVERAGE": "incomplete-coverage"}
+        "INCOMPLETE_COVERAGE": "incomplete-coverage", "FILTER_DRIVER": "filter-driver"}
 
 
 def test_observations_carry_plain_strings():
@@ -729,3 +729,16 @@ def test_refresh_action_table(reloc, succ):
     for r in (span, file):
         assert act(r, Observation(r.id, "changed", None, Observed("src/b.py", 7, 9, SUCCESSOR))) == \
             ("refuse", "changed")
+
+
+def test_unsettled_content_keeps_exact_and_unknown_and_downgrades_every_other_verdict():
+    """A verdict read from a dirty file whose stored form a filter driver makes (issue 20)."""
+    at = Observed("a.cfg", 1, 2)
+    for outcome in ("changed", "relocated", "deleted"):
+        o = Observation("cgc_x", outcome, None, at if outcome != "deleted" else None)
+        for cited, observed in ((True, False), (False, True), (True, True)):
+            got = d.unsettled_content(o, cited_unsettled=cited, observed_unsettled=observed)
+            assert (got.outcome, got.reason, got.observed) == ("unknown", "filter-driver", None)
+        assert d.unsettled_content(o, cited_unsettled=False, observed_unsettled=False) is o
+    for o in (Observation("cgc_x", "exact", None, at), Observation("cgc_x", "unknown", "racing")):
+        assert d.unsettled_content(o, cited_unsettled=True, observed_unsettled=True) is o

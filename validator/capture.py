@@ -11,8 +11,6 @@ import json
 import os
 from pathlib import Path
 
-import blake3
-
 from citegraph.graph import graph_view
 from citegraph.graph.current import CurrentState, ScanSource, StateSource
 from citegraph.graph.ref_paths import RefPaths, normalize_refs
@@ -22,26 +20,17 @@ from citegraph.graph.symbol_search import close_paths, close_symbols, search
 from citegraph.indexer import gitrepo
 from citegraph.indexer.errors import CitegraphError
 from citegraph.indexer.extract import EXTRACTOR_VERSION
+from citegraph.indexer.git_filters import GitFilters
 from citegraph.indexer.overloads import overload_stubs
+from citegraph.indexer.paths import fs_path
 from citegraph.validator.decisions import Reason
 from citegraph.validator.model import Receipt
+from citegraph.validator.receipt_identity import receipt_id
 from citegraph.validator.refs import ParsedRef, bad_ref, parse_refs, same_evidence_note
 from citegraph.validator.spans import hash_bytes, line_count, line_starts, span_bytes
 
 # Bound of a receipt's recorded dependencies as JSON (16 of them take ~4 KiB usually).
 MAX_DEPS_JSON_BYTES = 16 * 1024
-
-
-def receipt_id(fields: dict) -> str:
-    """blake3 over the fields but ``id``; ``deps`` is hashed only when recorded, so a
-    receipt without dependencies keeps the id it had before they existed."""
-    h = blake3.blake3()
-    for k in sorted(fields):
-        if k == "deps" and fields[k] is None:
-            continue
-        if k != "id":
-            h.update(f"{k}={fields[k]}\0".encode("utf-8", "surrogateescape"))
-    return "cgc_" + h.hexdigest(16)
 
 
 def receipt_evidence(r: Receipt) -> tuple:
@@ -126,6 +115,12 @@ def _file_row(p: ParsedRef, path: str, cur: CurrentState, snap: Snapshot) -> dic
     if row["reason"] == "not-regular":
         raise bad_ref(p.ref, f"{path} is not a regular file (a FIFO, socket or device)", "cite a regular file")
     _check_inside(p, path, cur)
+    if row["dirty"] and cur.repo.workdir:
+        driver = GitFilters(cur.repo).external_driver(fs_path(path))
+        if driver is not None:  # its stored form is unknowable (docs/outcomes.md, "Which bytes are hashed")
+            raise bad_ref(p.ref, f"{path} is uncommitted and git stores it through the filter driver '{driver}' "
+                          "(.gitattributes), which citegraph never runs",
+                          "commit it (or `git add` it), run `citegraph index`, then cite it")
     return row
 
 

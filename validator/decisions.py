@@ -47,6 +47,8 @@ class Reason(StrEnum):
     AMBIGUOUS_RELOCATION = "ambiguous-relocation"
     AMBIGUOUS_SUCCESSOR = "ambiguous-successor"
     INCOMPLETE_COVERAGE = "incomplete-coverage"
+    # issue 20: the bytes git would store are made by a filter driver citegraph never runs
+    FILTER_DRIVER = "filter-driver"
 
 
 def _unknown(r: Receipt, reason: Reason) -> Observation:
@@ -133,6 +135,17 @@ def after_run(observations: list[Observation], *, moved: bool) -> list[Observati
     if moved:
         return [Observation(o.citation_id, "unknown", str(Reason.RACING)) for o in observations]
     return list(observations)
+
+
+def unsettled_content(o: Observation, *, cited_unsettled: bool, observed_unsettled: bool) -> Observation:
+    """An answer that read a file whose stored form is unknowable — dirty, and converted by
+    an external filter driver citegraph never runs (docs/outcomes.md, "Which bytes are
+    hashed") — is only as good as the raw bytes: ``exact`` stands (the cited bytes are there
+    as captured), any other verdict about that file is ``unknown/filter-driver`` (git may
+    well call the file unchanged)."""
+    if o.outcome in ("exact", "unknown") or not (cited_unsettled or observed_unsettled):
+        return o
+    return Observation(o.citation_id, "unknown", str(Reason.FILTER_DRIVER))
 
 
 # --- the tables (SPEC §6.1–§6.3) ----------------------------------------------------------

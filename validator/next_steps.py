@@ -27,6 +27,8 @@ _STEPS: dict[str, str] = {
                                  "pass one `--repo PATH`",
     Reason.MEMBER_MISSING: "a workset member is missing or unprepared: run `citegraph workset prepare NAME`",
     Reason.LIMIT: "not checked (over the bound): validate it alone (`citegraph validate --memory ID`)",
+    Reason.FILTER_DRIVER: "the file is uncommitted and git stores it through a filter driver citegraph never "
+                          "runs: commit it (or `git add` it), run `citegraph index`, then {again}",
     Reason.INVALID_CITATION: "the stored receipt is malformed: re-cite it (`citegraph remember … --code-ref`)",
 }
 

@@ -38,6 +38,8 @@ from citegraph.graph.snapshot_reader import DamagedSnapshot, Snapshot
 from citegraph.graph.store import Home
 from citegraph.indexer.errors import CitegraphError
 from citegraph.indexer.extract import EXTRACTOR_VERSION
+from citegraph.indexer.git_filters import GitFilters
+from citegraph.indexer.paths import fs_path
 from citegraph.validator import decisions, spans
 from citegraph.validator.evidence import (
     SnapshotEvidence,
@@ -378,6 +380,7 @@ def _run_group(g: Group, source: StateSource, cache: ObservationCache | None,
     final = decisions.after_run([out[r.id] for r in rs], moved=moved)
     if cache is not None and fresh and not moved:  # a racing answer is never cached
         cache.put_many(cur.snapshot_id, fresh)
+    final = _unsettled(cur, rs, final)
     final = _with_advisories(cur, rs, final, dependency_depth)
     return {o.citation_id: o for o in final}
 
@@ -432,6 +435,30 @@ def _with_advisories(cur: CurrentState, rs: list[Receipt], final: list[Observati
     _ADVISORIES.put_many({(cur.snapshot_id, rid, depth): a for rid, a in adv.items()})
     adv.update(known)
     return [o._replace(advisories=adv[o.citation_id]) if adv.get(o.citation_id) else o for o in final]
+
+
+def _unsettled(cur: CurrentState, rs: list[Receipt], final: list[Observation]) -> list[Observation]:
+    """``decisions.unsettled_content`` for observations that read a dirty file whose stored
+    form a filter driver makes (indexer/git_filters.py). Applied after the cache: it
+    depends on the configuration, which the snapshot id does not name."""
+    present = {p for p, blob in cur.state.dirty_paths if blob is not None} if cur.state is not None else set()
+    if not present or cur.repo is None:
+        return final
+    filters = GitFilters(cur.repo)
+    memo: dict[str, bool] = {}
+
+    def unsettled(path: str | None) -> bool:
+        if path is None or path not in present:
+            return False
+        if path not in memo:
+            memo[path] = filters.external_driver(fs_path(path)) is not None
+        return memo[path]
+
+    by_id = {r.id: r for r in rs}
+    return [decisions.unsettled_content(o, cited_unsettled=unsettled(by_id[o.citation_id].path)
+                                        if o.citation_id in by_id else False,
+                                        observed_unsettled=unsettled(o.observed.path if o.observed else None))
+            for o in final]
 
 
 def _decide_at_handles(snap: Snapshot, todo: list[Receipt], extractor: str, out: dict[str, Observation],

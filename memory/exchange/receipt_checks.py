@@ -22,10 +22,8 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import fields
 from typing import Any
 
-import blake3
 import pygit2
 
 from citegraph.graph.graph_view import MAX_DEP_DEPTH, MAX_DEPS
@@ -38,11 +36,14 @@ from citegraph.indexer.extract import EXTRACTOR_VERSION, FileFacts, blake3_hex
 from citegraph.indexer.languages import LANGUAGES, language_for_path
 from citegraph.memory.exchange.untrusted_json import lone_surrogate, shown
 from citegraph.validator.capture import MAX_DEPS_JSON_BYTES
-from citegraph.validator.model import Receipt
+from citegraph.validator.receipt_identity import (
+    BASE_FIELDS,
+    KIND_FIELDS,
+    RECEIPT_FIELDS,
+    receipt_id_matches,
+)
 from citegraph.validator.refs import check_path, parse_ref
 from citegraph.validator.spans import hash_bytes, line_count, line_starts, span_bytes
-
-RECEIPT_FIELDS = tuple(f.name for f in fields(Receipt))
 
 # Bounds of an acceptable receipt (also what makes a publish line's size bounded).
 MAX_LINE = 10**7  # line numbers 1..MAX_LINE
@@ -64,14 +65,6 @@ SNAPSHOT_ID = re.compile(r"^cgsnap_[0-9a-f]{32}$")
 CITATION_ID = re.compile(r"^cgc_[0-9a-f]{32}$")
 TOKEN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+#-]{0,31}$")  # extractor version, language, symbol kind
 
-BASE_FIELDS = ("ref", "kind", "repository_id", "repository_kind", "snapshot_id", "commit", "dirty",
-               "extractor_version", "path", "blob_id", "content_hash")
-KIND_FIELDS = {
-    "file": (),
-    "span": ("start_line", "end_line", "span_hash", "first_line_hash"),
-    "symbol": ("start_line", "end_line", "handle", "language", "symbol_kind", "name", "qualified_name",
-               "ordinal", "start_byte", "end_byte", "fragment_hash", "body_hash"),
-}
 INT_FIELDS = {"start_line": (1, MAX_LINE), "end_line": (1, MAX_LINE), "ordinal": (0, MAX_ORDINAL),
               "start_byte": (0, MAX_BYTE), "end_byte": (0, MAX_BYTE)}
 PATTERNS = {"id": CITATION_ID, "repository_id": HEX32, "snapshot_id": SNAPSHOT_ID, "commit": OBJECT_ID,
@@ -89,22 +82,6 @@ class ReceiptMismatch(Exception):
 
 class _Bad(Exception):
     pass
-
-
-def _receipt_hash(values: dict[str, Any], keys: set[str]) -> str:
-    h = blake3.blake3()
-    for k in sorted(keys):
-        h.update(f"{k}={values.get(k)}\0".encode("utf-8", "surrogateescape"))
-    return "cgc_" + h.hexdigest(16)
-
-
-def receipt_id_matches(values: dict[str, Any]) -> bool:
-    """Does the receipt's id match its fields (capture's ``receipt_id``)? Detects edits."""
-    kind = values.get("kind")
-    known = set(BASE_FIELDS) | set(KIND_FIELDS.get(kind, ()))
-    extra = {k for k in RECEIPT_FIELDS if k != "id" and k not in known and values.get(k) is not None}
-    candidates = [known, known | extra, {k for k in RECEIPT_FIELDS if k != "id"}]
-    return any(_receipt_hash(values, keys) == values.get("id") for keys in candidates)
 
 
 def receipt_problem(values: Any) -> str | None:
