@@ -33,6 +33,7 @@ from citegraph.corpora.case import AdvisoryLabel, Case, CaseError, FreshLabel, L
 from citegraph.corpora.gitops import Git, normalise_url
 from citegraph.graph.current import CurrentState, ScanSource
 from citegraph.graph.handles import repo_handle, symbol_handle
+from citegraph.graph.schema import IMPORT_TARGETS_LAYOUT
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.graph.store import Home
@@ -50,7 +51,9 @@ MISSING_COMMIT = "0badc0de" * 5  # a well-formed commit id that no repository ho
 RECALL_TASK = "check that retries preserve the original idempotency key"
 SNAPSHOT_TABLES = ("files", "symbols", "edges", "damage", "contents", "meta")
 # Meta keys that record how a snapshot was built, not what it holds.
-PROVENANCE_META = frozenset({"base", "parent", "built_at", "published_at", "seconds"})
+# How a snapshot was built from its parent, not what it holds (a delta says how its import
+# targets lie over its base: graph/schema.py).
+PROVENANCE_META = frozenset({"base", "parent", "built_at", "published_at", "seconds", IMPORT_TARGETS_LAYOUT})
 
 
 # --- records -------------------------------------------------------------------------------
