@@ -15,7 +15,12 @@ is started on the clone. Then, ``--runs`` times each, in one process per call:
 * the same event with ``--no-service`` (the one-shot path), for comparison;
 * floors measured in the same run: ``citegraph --version`` (Python, Click and the CLI's
   lazy imports: no citegraph command process can start faster), and a bare service
-  round trip (``ping``) from a process that only imports the client.
+  round trip (``ping``) from a process that only imports the client. The ratio that
+  judges the hook is to the ping process (issue 21: ≤ 1.5× at p95) — the work a hook
+  through the service cannot avoid; ``--version`` is reported beside it.
+
+Whole-process figures depend on compiled ``.pyc`` files (a machine may set
+``PYTHONDONTWRITEBYTECODE``): the benchmark compiles the package first and says so.
 """
 
 from __future__ import annotations
@@ -60,6 +65,14 @@ def event(file: Path, root: Path) -> str:
                                       "replace_all": False}, "tool_use_id": "toolu_bench"})
 
 
+def _package_dirs(pkg: Any) -> list[str]:
+    """The directories of citegraph's subpackages (an editable install maps them apart)."""
+    import importlib
+
+    names = ("indexer", "graph", "validator", "memory", "server", "cli")
+    return [os.path.dirname(importlib.import_module(f"{pkg.__name__}.{n}").__file__) for n in names]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repo", required=True)
@@ -68,6 +81,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--seed", type=int, default=7)
     a = ap.parse_args(argv)
+
+    import compileall
+
+    import citegraph
+
+    compiled = all(compileall.compile_dir(d, quiet=1) for d in _package_dirs(citegraph))
 
     from citegraph.graph.snapshot_builder import build_snapshot
     from citegraph.graph.snapshot_reader import Snapshot
@@ -151,9 +170,14 @@ def main(argv: list[str] | None = None) -> int:
             **{k: summary(v) for k, v in results.items() if v}}
         vs = out["via_service"]["p95_ms"]
         floor = out["floor_cli_version"]["p95_ms"]
-        out["target"] = "p95 <= 200 ms through the service (SPEC §14)"
+        ping = out["floor_ping_process"]["p95_ms"]
+        out["target"] = "p95 <= 200 ms through the service (SPEC §14); <= 1.5x the ping process at p95 (issue 21)"
         out["ratio_to_cli_floor_p95"] = round(vs / floor, 2)
-        out["met"] = vs <= 200
+        out["ratio_to_ping_floor_p95"] = round(vs / ping, 2)
+        out["ratio_to_ping_floor_p50"] = round(out["via_service"]["p50_ms"] / out["floor_ping_process"]["p50_ms"], 2)
+        out["met"] = vs <= 200 and vs <= 1.5 * ping
+        out["pyc_compiled"] = compiled
+        out["load_average"] = list(os.getloadavg())
         if a.json:
             print(json.dumps(out, indent=2))
         else:
@@ -163,7 +187,9 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{k:20} p50 {s['p50_ms']:7.1f} ms  p95 {s['p95_ms']:7.1f} ms  (n={s['n']})")
             print(f"repo {out['files']} files, {out['symbols']} symbols; {a.memories} memories; "
                   f"edited {target}; target {out['target']}: {'met' if out['met'] else 'missed'} "
-                  f"(p95 {vs} ms = {out['ratio_to_cli_floor_p95']} x the `citegraph --version` floor)")
+                  f"(p95 {vs} ms = {out['ratio_to_ping_floor_p95']} x the ping process, "
+                  f"{out['ratio_to_cli_floor_p95']} x `citegraph --version`; .pyc compiled: {compiled}; "
+                  f"load {out['load_average'][0]:.1f})")
         return 0
     finally:
         if serve is not None and serve.poll() is None:
