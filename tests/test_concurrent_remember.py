@@ -89,6 +89,9 @@ def test_concurrent_remember_while_briefs_run(repo, home, tmp_path):
         n = ms.con.execute("SELECT count(*) FROM memories").fetchall()[0][0]
         cites = ms.con.execute("SELECT count(*) FROM citations").fetchall()[0][0]
         revs = ms.con.execute("SELECT count(*) FROM revisions").fetchall()[0][0]
+        topics = {r[0] for r in ms.con.execute("SELECT topic FROM memories").fetchall()}
+    want = {"seed"} | {f"w{w}-{i}" for w in range(WORKERS) for i in range(WRITES)}
+    assert topics == want, (sorted(want - topics), sorted(topics - want), outs)
     assert n == revs == 1 + WORKERS * WRITES
     assert cites == 1 + 2 * WORKERS * WRITES
     final = api.brief(home, "concurrent claim worker write", repo_paths=[str(repo.root)])

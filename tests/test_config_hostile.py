@@ -266,7 +266,7 @@ def test_a_committed_generated_config_indexes_correctly_or_errs(doc):
             assert cfg is None and err.code == 2, err.line()
             return
         assert cfg is not None and res.state == "ready"
-        rows = queries.find_symbols(str(repo.root), home, "f", 100, cwd=str(repo.root))
+        rows = queries.find_symbols(str(repo.root), home, "f", 100, cwd=str(repo.root))["symbols"]
         found = {r["path"] for r in rows}
         size = len("def f():\n    return 1\n")
         expected = {p for p in FILES if not cfg.excluded(p)} if size <= cfg.max_file_bytes else set()

@@ -92,8 +92,11 @@ def test_report_in_headless_chromium(report_file, tmp_path):
         assert counts["citations-deleted"] == "1" and counts["citations-relocated"] == "1"
         stale = driver.find_element(By.ID, "group-stale")
         assert "old() is the fallback." in stale.text and "Notes list b then c." not in stale.text
-        diff = stale.find_element(By.CSS_SELECTOR, "table.diff")
-        assert "return 2 ** attempt" in diff.text and "return 3 ** attempt" in diff.text
+        # one diff per stale citation: the changed body against its own lines, the deleted
+        # function against nothing (issue 22 item 7)
+        diffs = [d.text for d in stale.find_elements(By.CSS_SELECTOR, "table.diff")]
+        assert any("return 2 ** attempt" in d and "return 3 ** attempt" in d for d in diffs), diffs
+        assert any("def old():" in d and "attempt" not in d for d in diffs), diffs
         assert "guide/notes.txt#L2-L3" in driver.find_element(By.ID, "group-fresh").text  # observed location
         assert "4 of 4 memories shown" in driver.find_element(By.ID, "f-count").text
 
