@@ -481,6 +481,9 @@ class ValidationReport:
     invalid: list[tuple[str, str]] = field(default_factory=list)  # (memory id, citation id)
     at: str | None = None  # the --at REV validated against (it words the next steps)
     about: dict[str, dict[str, Any]] = field(default_factory=dict)  # memory id → project, topic, excerpt
+    # citation id → how its repository was read, for the wording of next steps: (read
+    # through the service, seconds the service was still indexing that state or None)
+    read_by: dict[str, tuple[bool, float | None]] = field(default_factory=dict)
 
     def summary(self) -> dict[str, int]:
         """Citations by outcome (SPEC §16: the keys are the outcomes)."""
@@ -511,7 +514,8 @@ class ValidationReport:
                           "observed": o.observed.to_dict() if o.observed else None,
                           "dirty": r.dirty})
             if o.outcome == "unknown":
-                step = next_step(o.reason, at=self.at)
+                service, indexing_s = self.read_by.get(r.id, (False, None))
+                step = next_step(o.reason, at=self.at, service=service, indexing_s=indexing_s)
                 if step:
                     cites[-1]["next_step"] = step
             if o.advisories:
@@ -544,8 +548,11 @@ def _aggregate(plan: Plan, observations: dict[str, Observation]) -> ValidationRe
         verdicts.append(memory_verdict(it.memory_id, [observations[r.id] for r in it.receipts]))
         if any(r.id in limited for r in it.receipts):
             limited_memories.append(it.memory_id)
+    read_by = {r.id: (g.cur.service, g.cur.indexing_s) for g in plan.groups.values()
+               if g.cur.service for r in g.receipts}
     return ValidationReport(verdicts, plan.receipts, plan.limited, limited_memories, plan.validated,
-                            plan.repositories, plan.invalid, at=plan.scope.at if plan.scope else None)
+                            plan.repositories, plan.invalid, at=plan.scope.at if plan.scope else None,
+                            read_by=read_by)
 
 
 def memory_verdict(memory_id: str, observations: list[Observation]) -> MemoryVerdict:
