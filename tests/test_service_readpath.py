@@ -1,0 +1,98 @@
+"""The service answers from the state it is building (issue 21, acceptance 2): with a real
+``serve`` process, ``validate`` and ``remember`` right after an edit of a cited function
+wait for the build of that edit and answer for the edited state — never unknown/not-current
+with advice to run ``index`` while the service runs. A build held back past the read's
+bound (a stall injected through tests/stall_launcher.py) gives unknown/racing with a
+message that the service is still indexing, and for how long; ``remember`` then stores
+nothing and says the same."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from service_helpers import TIMEOUT, js, wait_exact
+
+from citegraph.indexer.tree_watch import AVAILABLE
+
+pytestmark = pytest.mark.skipif(not AVAILABLE, reason="inotify (Linux) only")
+
+LAUNCHER = str(Path(__file__).parent / "stall_launcher.py")
+PY = "def f():\n    return 1\n"
+
+
+def stalled_serve(serve, repo, tmp_path, *options: str):
+    """A service whose builds stall at ``extract`` for as many seconds as the returned file
+    says (0 at first: the initial build runs normally)."""
+    stall, marker = tmp_path / "stall-seconds", tmp_path / "stalled"
+    stall.write_text("0")
+    serve(str(repo.root), launcher=[sys.executable, LAUNCHER, "extract", str(marker), f"@{stall}"], options=options)
+    return stall, marker
+
+
+def cite_f(run_cli, repo) -> str:
+    mem = js(run_cli("remember", "--text", "f returns one", "--repo", str(repo.root), "--code-ref", "a.py::f",
+                     "--json", timeout=TIMEOUT))
+    return mem["id"]
+
+
+def test_validate_and_remember_right_after_an_edit_answer_for_the_edited_state(repo, home, run_cli, serve,
+                                                                                 tmp_path):
+    repo.write("a.py", PY)
+    c1 = repo.commit("c1")
+    stall, marker = stalled_serve(serve, repo, tmp_path, "--read-wait-ms", "30000")
+    wait_exact(run_cli, repo.root, c1, False)
+    mid = cite_f(run_cli, repo)
+    # From now on every build takes 4 s more: longer than a CLI process takes to start, so
+    # the read below arrives while the edit's build is pending and has to wait for it.
+    stall.write_text("4")
+    repo.write("a.py", "def f():\n    return 2\n")
+    v = js(run_cli("validate", "--format", "json", "--repo", str(repo.root), timeout=TIMEOUT))
+    assert marker.exists()  # the edit's build did stall
+    [m] = v["memories"]
+    assert m["id"] == mid
+    assert [(c["outcome"], c["reason"]) for c in m["citations"]] == [("changed", None)]  # the edited f
+    # the same answer as a one-shot validation of the same state
+    one = js(run_cli("validate", "--format", "json", "--repo", str(repo.root), "--no-service", timeout=TIMEOUT))
+    assert one == v
+    # remember right after another edit: captured against the edited state
+    repo.write("a.py", "def f():\n    return 2\n\n\ndef g():\n    return 3\n")
+    mem = js(run_cli("remember", "--text", "g returns three", "--repo", str(repo.root), "--code-ref", "a.py::g",
+                     "--json", timeout=TIMEOUT))
+    assert [(c["ref"], c["dirty"]) for c in mem["citations"]] == [("a.py::g", True)]
+    text = run_cli("validate", "--repo", str(repo.root), timeout=TIMEOUT)
+    assert text.returncode == 0 and "not-current" not in text.stdout and "citegraph index" not in text.stdout
+
+
+def test_a_build_held_past_the_bound_is_racing_still_indexing(repo, home, run_cli, serve, tmp_path):
+    repo.write("a.py", PY)
+    c1 = repo.commit("c1")
+    stall, marker = stalled_serve(serve, repo, tmp_path)  # the default bound (2 s)
+    wait_exact(run_cli, repo.root, c1, False)
+    mid = cite_f(run_cli, repo)
+    stall.write_text("120")  # the edit's build is held back far past the bound
+    repo.write("a.py", "def f():\n    return 2\n")
+    v = js(run_cli("validate", "--format", "json", "--repo", str(repo.root), timeout=TIMEOUT))
+    assert marker.exists()
+    [c] = v["memories"][0]["citations"]
+    assert (c["outcome"], c["reason"]) == ("unknown", "racing")
+    step = c["next_step"]
+    found = re.search(r"the citegraph service is still indexing this repository's latest change "
+                      r"\((\d+\.\d)s so far\): run `citegraph validate` again in a moment", step)
+    assert found, step
+    assert float(found.group(1)) >= 2.0  # the read waited its whole bound first
+    assert "citegraph index" not in step and "serve" not in step
+    text = run_cli("validate", "--repo", str(repo.root), timeout=TIMEOUT)
+    assert text.returncode == 0 and "Traceback" not in text.stderr
+    assert "next: the citegraph service is still indexing" in text.stdout
+    assert "not-current" not in text.stdout and "citegraph index" not in text.stdout
+    # remember past the bound: one clear line, nothing stored
+    rem = run_cli("remember", "--text", "f returns two", "--repo", str(repo.root), "--code-ref", "a.py::f",
+                  timeout=TIMEOUT)
+    assert rem.returncode == 1 and "Traceback" not in rem.stderr
+    assert "still indexing" in rem.stderr and "nothing was stored" in rem.stderr, rem.stderr
+    assert "citegraph index" not in rem.stderr
+    listed = js(run_cli("list", "--json", timeout=TIMEOUT))
+    assert [m["id"] for m in listed["memories"]] == [mid]
