@@ -8,7 +8,10 @@ nothing and says the same."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -96,3 +99,13 @@ def test_a_build_held_past_the_bound_is_racing_still_indexing(repo, home, run_cl
     assert "citegraph index" not in rem.stderr
     listed = js(run_cli("list", "--json", timeout=TIMEOUT))
     assert [m["id"] for m in listed["memories"]] == [mid]
+    # the pre-edit hook (it waits only 0.1 s): the cited memory, "not validated yet: still indexing"
+    ev = {"session_id": "s", "cwd": str(repo.root), "hook_event_name": "PreToolUse", "tool_name": "Edit",
+          "tool_input": {"file_path": str(repo.root / "a.py"), "old_string": "2", "new_string": "3"}}
+    hook = subprocess.run([sys.executable, "-m", "citegraph.cli.main", "hook", "pre-edit"], input=json.dumps(ev),
+                          env={**os.environ, "CITEGRAPH_HOME": str(home.root)}, capture_output=True, text=True,
+                          timeout=TIMEOUT)
+    assert hook.returncode == 0 and "Traceback" not in hook.stderr
+    context = json.loads(hook.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "not validated yet: the citegraph service is still indexing" in context, context
+    assert "citegraph index" not in context and "citegraph serve" not in context
