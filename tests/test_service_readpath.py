@@ -19,6 +19,7 @@ import pytest
 from service_helpers import TIMEOUT, js, wait_exact
 
 from citegraph.indexer.tree_watch import AVAILABLE
+from citegraph.server import client
 
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason="inotify (Linux) only")
 
@@ -67,6 +68,12 @@ def test_validate_and_remember_right_after_an_edit_answer_for_the_edited_state(r
     assert [(c["ref"], c["dirty"]) for c in mem["citations"]] == [("a.py::g", True)]
     text = run_cli("validate", "--repo", str(repo.root), timeout=TIMEOUT)
     assert text.returncode == 0 and "not-current" not in text.stdout and "citegraph index" not in text.stdout
+    # a commit, then a read: still no full scan of the worktree since the initial one —
+    # requests and git operations apply what the watcher saw (graph/live_state.py)
+    repo.commit("c2")
+    js(run_cli("validate", "--format", "json", "--repo", str(repo.root), timeout=TIMEOUT))
+    [r] = client.call(home, "ping", {})["repos"]
+    assert r["rescans"] == 1, r
 
 
 def test_a_build_held_past_the_bound_is_racing_still_indexing(repo, home, run_cli, serve, tmp_path):
