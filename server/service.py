@@ -433,9 +433,11 @@ class Service:
     def start(self, builder_thread: bool = True) -> None:
         """Start the supervisor (and the builder thread, unless the caller runs
         ``run_builds`` itself in the main thread)."""
+        from citegraph.memory.lifecycle import read_memo
         from citegraph.memory.lifecycle.store import MemoryStore
 
         MemoryStore.keep_open_between_calls(STORE_LINGER_S)
+        read_memo.enable(True)  # a request that changes nothing opens no store (read_memo's docstring)
         targets = [(self._supervise, "citegraph-supervisor")]
         if builder_thread:
             targets.append((self._builder, "citegraph-builder"))
@@ -451,9 +453,11 @@ class Service:
             self._cond.notify_all()
 
     def close(self) -> None:
+        from citegraph.memory.lifecycle import read_memo
         from citegraph.memory.lifecycle.store import MemoryStore
 
         MemoryStore.keep_open_between_calls(0.0)  # and close what lingers
+        read_memo.enable(False)
         self.stop.set()
         with self._cond:
             self._cond.notify_all()
