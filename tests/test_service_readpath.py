@@ -116,3 +116,56 @@ def test_a_build_held_past_the_bound_is_racing_still_indexing(repo, home, run_cl
     context = json.loads(hook.stdout)["hookSpecificOutput"]["additionalContext"]
     assert "not validated yet: the citegraph service is still indexing" in context, context
     assert "citegraph index" not in context and "citegraph serve" not in context
+
+
+def test_a_request_that_changes_nothing_opens_no_memory_store(repo, home, run_cli, monkeypatch):
+    """In the service, a repeated validate opens no memory store (memory/lifecycle/
+    read_memo.py); a write by another process (remember, archive, forget) is seen by the
+    next request — it is never answered from a selection the store no longer holds."""
+    from citegraph.memory.lifecycle.store import MemoryStore
+    from citegraph.server import service_ops
+    from citegraph.server.service import Service
+
+    repo.write("a.py", PY + "\n\ndef g():\n    return 2\n")
+    repo.commit("c1")
+    svc = Service(home, debounce_ms=5, pool_context="fork")
+    svc.start()
+    try:
+        svc.register(repo.root)
+        m1 = service_ops.remember(svc, {"text": "f returns one", "repo": str(repo.root), "refs": ["a.py::f"],
+                                        "wait_s": 30})["id"]
+        args = {"repo_paths": [str(repo.root)]}
+        first = service_ops.validate(svc, args)
+        assert [m["id"] for m in first["memories"]] == [m1]
+        # The first validate wrote its observations, and closing a connection checkpoints
+        # the write-ahead log: the store file changed once more; one request reads it again.
+        MemoryStore.keep_open_between_calls(0.0)
+        assert service_ops.validate(svc, args) == first
+        opens = []
+        real = MemoryStore._connect.__func__
+
+        def counting(cls, *a, **kw):
+            opens.append(1)
+            return real(cls, *a, **kw)
+
+        monkeypatch.setattr(MemoryStore, "_connect", classmethod(counting))
+        MemoryStore.keep_open_between_calls(0.0)  # close the lingering connection: any use reopens it
+        MemoryStore.keep_open_between_calls(0.25)
+        for _ in range(3):
+            assert service_ops.validate(svc, args) == first
+        assert opens == []  # nothing changed: no store opened
+        # another process writes: the next request reads the store again and sees it
+        m2 = js(run_cli("remember", "--no-service", "--text", "g returns two", "--repo", str(repo.root),
+                        "--code-ref", "a.py::g", "--json", timeout=TIMEOUT))["id"]
+        after = service_ops.validate(svc, args)
+        assert sorted(m["id"] for m in after["memories"]) == sorted([m1, m2]) and opens
+        MemoryStore.keep_open_between_calls(0.0)
+        MemoryStore.keep_open_between_calls(0.25)
+        assert run_cli("archive", m1, timeout=TIMEOUT).returncode == 0
+        assert [m["id"] for m in service_ops.validate(svc, args)["memories"]] == [m2]
+        MemoryStore.keep_open_between_calls(0.0)
+        MemoryStore.keep_open_between_calls(0.25)
+        assert run_cli("forget", m2, "--yes", timeout=TIMEOUT).returncode == 0
+        assert service_ops.validate(svc, args)["memories"] == []
+    finally:
+        svc.close()
