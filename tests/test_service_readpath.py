@@ -106,6 +106,11 @@ def test_a_build_held_past_the_bound_is_racing_still_indexing(repo, home, run_cl
     assert "citegraph index" not in rem.stderr
     listed = js(run_cli("list", "--json", timeout=TIMEOUT))
     assert [m["id"] for m in listed["memories"]] == [mid]
+    # brief: the memory's issue says the same
+    brief = js(run_cli("brief", "--task", "f returns", "--repo", str(repo.root), "--json", timeout=TIMEOUT))
+    issues = [i["message"] for i in brief["issues"] if i.get("memory_id") == mid]
+    assert any("the citegraph service is still indexing" in m for m in issues), brief
+    assert not any("citegraph index" in m or "citegraph serve" in m for m in issues)
     # the pre-edit hook (it waits only 0.1 s): the cited memory, "not validated yet: still indexing"
     ev = {"session_id": "s", "cwd": str(repo.root), "hook_event_name": "PreToolUse", "tool_name": "Edit",
           "tool_input": {"file_path": str(repo.root / "a.py"), "old_string": "2", "new_string": "3"}}
