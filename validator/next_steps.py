@@ -55,8 +55,8 @@ def next_step(reason: str | None, *, at: str | None = None, command: str = "vali
     if first == Reason.RACING and indexing_s is not None:
         return still_indexing(indexing_s) + f": {_again(command)} in a moment"
     if service and first == Reason.NOT_CURRENT:
-        return ("the running citegraph service has not built this state (its build failed: "
-                f"`citegraph status` and the service log say why), then {_again(command)}")
+        return ("the running citegraph service has not built this state (`citegraph status` and the "
+                f"service log say why), then {_again(command)}")
     step = _STEPS.get(first) or _LEGACY_STEPS.get(first)
     return step.format(again=_again(command)) if step else None
 
