@@ -15,7 +15,10 @@ cache, then:
 - ``spaced``: a pause of ``--gap`` seconds between requests (longer than the store's
   linger: as a CLI process per request is, ~0.3 s to start);
 - ``idle``: the same wall time with no request (the service's own threads: watcher
-  loop, supervisor), subtracted from the figures above.
+  loop, supervisor), subtracted from the figures above;
+- (generated repository only) full worktree rescans the service made over ``--commits``
+  commits (``git add`` + ``git commit``, each followed by a request): HEAD and index
+  changes re-check only the paths they touch (graph/live_state.py), so none.
 
 Figures are CPU milliseconds per request (service process, all threads), with the load
 average at the start and end. Nothing here is a timed assertion.
@@ -96,6 +99,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         spaced = per_request(pid, n, args.gap, call)
         idle_ms = idle(pid, n * args.gap) / n  # the idle threads' share per spaced request
         st = client.call(home, "ping", {})
+        if not args.repo:  # our own repository: commits, each followed by a request
+            import subprocess
+
+            before = [r["rescans"] for r in st["repos"]]
+            env = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b",
+                   "GIT_COMMITTER_EMAIL": "b@b"}
+            for k in range(args.commits):
+                Path(repo, "bench_note.txt").write_text(f"note {k}\n")
+                subprocess.run(["git", "add", "bench_note.txt"], cwd=repo, check=True, env=env)
+                subprocess.run(["git", "commit", "-qm", f"note {k}"], cwd=repo, check=True, env=env)
+                call()
+            st = client.call(home, "ping", {})
+            out["full_rescans_over_commits"] = {"commits": args.commits, "before": before,
+                                                "after": [r["rescans"] for r in st["repos"]]}
         out.update({"requests": n, "gap_s": args.gap,
                     "back_to_back_cpu_ms_per_request": round(b2b, 2),
                     "spaced_cpu_ms_per_request": round(spaced, 2),
@@ -120,6 +137,7 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=400)
     ap.add_argument("--requests", type=int, default=40)
     ap.add_argument("--gap", type=float, default=0.5)
+    ap.add_argument("--commits", type=int, default=5, help="commits (git add + commit), each then a request")
     ap.add_argument("--json", action="store_true")
     res = run(ap.parse_args())
     print(json.dumps(res, indent=None if ap.parse_args().json else 2))
