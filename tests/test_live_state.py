@@ -155,7 +155,8 @@ PATHS = ["a.py", "lib/b.py", "lib/deep/c.py", "n1.py", "lib/n2.py", "x/y/n3.py",
 
 @st.composite
 def worktree_op(draw):
-    kind = draw(st.sampled_from(["write", "delete", "commit", "rmdir", "mkfifo", "symlink-dir", "add", "checkout-file"]))
+    kind = draw(st.sampled_from(["write", "delete", "commit", "rmdir", "mkfifo", "symlink-dir", "add", "checkout-file",
+                                 "rm-cached", "reset-soft", "reset-mixed", "stash"]))
     return kind, draw(st.sampled_from(PATHS)), draw(st.integers(0, 3))
 
 
@@ -190,6 +191,15 @@ def test_random_sequences_match_one_shot(tmp_path_factory, ops):
                     repo.git("add", "-A")
                 elif kind == "checkout-file":
                     repo.git("checkout", "--", path, check=False)
+                # index and HEAD changes: re-checked path by path, no full scan (live_state)
+                elif kind == "rm-cached":
+                    repo.git("rm", "-q", "--cached", "--ignore-unmatch", path, check=False)
+                elif kind == "reset-soft":
+                    repo.git("reset", "-q", "--soft", "HEAD~1", check=False)
+                elif kind == "reset-mixed":
+                    repo.git("reset", "-q", check=False)
+                elif kind == "stash":
+                    repo.git("stash", "-q", check=False)
             except OSError:
                 continue
             assert live_state(live) == one_shot(repo), (kind, path)
