@@ -18,6 +18,9 @@ def _common(fn):  # the options serve and watch share
     fn = click.option("--max-wait-ms", type=click.IntRange(min=1),
                       help="Build at the latest this long after the first change of a busy period "
                            "(default 10 × debounce, at least 1000).")(fn)
+    fn = click.option("--read-wait-ms", type=click.IntRange(min=0, max=60_000), default=2000, show_default=True,
+                      help="A read waits this long for the build of a change the service has seen; "
+                           "past it the answer is unknown/racing (still indexing).")(fn)
     fn = click.option("--debounce-ms", default=20, show_default=True, type=click.IntRange(min=0),
                       help="Quiet period: build once no change has arrived for this long.")(fn)
     return click.argument("paths", nargs=-1, type=click.Path(file_okay=False))(fn)
@@ -29,7 +32,7 @@ def _common(fn):  # the options serve and watch share
 @click.pass_context
 @handle_errors
 def serve(ctx: click.Context, paths: tuple[str, ...], debounce_ms: int, max_wait_ms: int | None, gc_keep: int,
-          jobs: int | None, as_json: bool) -> None:
+          jobs: int | None, as_json: bool, read_wait_ms: int = 2000) -> None:
     """Run the resident service of this data home in the foreground.
 
     It watches PATHS (and every repository a read through it names), keeps each
@@ -41,7 +44,7 @@ def serve(ctx: click.Context, paths: tuple[str, ...], debounce_ms: int, max_wait
     from citegraph.server.service import Logger
 
     sys.exit(run(get_home(ctx), list(paths), log=Logger("serve", as_json), debounce_ms=debounce_ms,
-                 max_wait_ms=max_wait_ms, jobs=jobs, gc_keep=gc_keep))
+                 max_wait_ms=max_wait_ms, jobs=jobs, gc_keep=gc_keep, read_wait_ms=read_wait_ms))
 
 
 @outputs("watch-event")
@@ -51,7 +54,7 @@ def serve(ctx: click.Context, paths: tuple[str, ...], debounce_ms: int, max_wait
 @click.pass_context
 @handle_errors
 def watch(ctx: click.Context, paths: tuple[str, ...], debounce_ms: int, max_wait_ms: int | None, gc_keep: int,
-          jobs: int | None, as_json: bool, once: bool) -> None:
+          jobs: int | None, as_json: bool, once: bool, read_wait_ms: int = 2000) -> None:
     """Keep the exact-current snapshot of each repository ready as HEAD moves and files
     change: the resident service in the foreground, watching PATHS (default: .).
 
@@ -65,7 +68,7 @@ def watch(ctx: click.Context, paths: tuple[str, ...], debounce_ms: int, max_wait
     if once:
         sys.exit(build_once(get_home(ctx), targets, log=log, jobs=jobs))
     sys.exit(run(get_home(ctx), targets, log=log, debounce_ms=debounce_ms, max_wait_ms=max_wait_ms, jobs=jobs,
-                 gc_keep=gc_keep))
+                 gc_keep=gc_keep, read_wait_ms=read_wait_ms))
 
 
 COMMANDS = [serve, watch]

@@ -43,6 +43,10 @@ class CurrentState:
     # Whatever else the source that read it needs to answer ``moved`` (ScanSource: nothing;
     # the service: its watcher's event sequence number at the read).
     fence: Any = field(default=None, kw_only=True)
+    # Read through the resident service (its next steps never say "run index/serve"), and
+    # when its build of this state is still running past the read's bound: for how long.
+    service: bool = field(default=False, kw_only=True)
+    indexing_s: float | None = field(default=None, kw_only=True)
     _former: tuple[str, ...] | None = field(default=None, kw_only=True, repr=False)
 
     def former_ids(self) -> tuple[str, ...]:

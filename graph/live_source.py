@@ -26,23 +26,31 @@ def current_for_state(repo_path: str | os.PathLike[str], home: Home, state: gitr
     t = resolve_target(repo_path, None, state)
     rs = home.repo(t.identity.repository_id)
     return CurrentState(t.repo, t.identity, t.commit, t.state, t.snapshot_id, rs.entry(t.snapshot_id), rs,
-                        path=os.fspath(repo_path), home=home, fence=("live", token))
+                        path=os.fspath(repo_path), home=home, fence=("live", token), service=True)
 
 
 WaitReady = Callable[[LiveRepo, LiveView, float], None]
+Indexing = Callable[[LiveRepo, LiveView], float | None]
 
 
 class LiveSource:
     """Reads of the service: ``read`` = sync (cookie fence) + the view's snapshot;
-    ``moved`` = sync again and compare (generation, version)."""
+    ``moved`` = sync again and compare (generation, version).
+
+    A read whose state is not built yet waits (``wait_ready``, at most ``wait_s``) for the
+    build the service has in hand; past the bound, if the service is still indexing that
+    state (``indexing``: for how long, or None), the read is racing (fence ``indexing``):
+    every observation is unknown/racing, with a "still indexing" next step — never
+    not-current with advice to index while the service runs."""
 
     def __init__(self, lookup: Callable[[str], LiveRepo], home: Home, *, wait_ready: WaitReady | None = None,
-                 wait_s: float = 0.0, fallback: object | None = None) -> None:
+                 wait_s: float = 0.0, fallback: object | None = None, indexing: Indexing | None = None) -> None:
         self.lookup = lookup
         self.home = home
         self.wait_ready = wait_ready
         self.wait_s = wait_s
         self.fallback = fallback  # the source for --at REV (a commit: nothing to watch)
+        self.indexing = indexing
 
     def read(self, repo_path: str | os.PathLike[str], home: Home, at: str | None = None) -> CurrentState:
         if at is not None:
@@ -69,16 +77,21 @@ class LiveSource:
             except ChangedWhileReading:
                 cur = current_for_state(live.root, home, live.view().state, live.view().token)
             cur.fence = ("sync-failed",)
+            cur.service = True
             return cur
         cur = current_for_state(live.root, home, view.state, view.token)
         if not cur.exact_current and self.wait_ready is not None and self.wait_s > 0:
             self.wait_ready(live, view, self.wait_s)
             cur = current_for_state(live.root, home, view.state, view.token)
+        if not cur.exact_current and self.indexing is not None:
+            cur.indexing_s = self.indexing(live, view)
+            if cur.indexing_s is not None:
+                cur.fence = ("indexing", view.token)
         return cur
 
     def moved(self, cur: CurrentState) -> bool:
-        if cur.fence == ("sync-failed",):
-            return True
+        if cur.fence == ("sync-failed",) or (isinstance(cur.fence, tuple) and cur.fence[:1] == ("indexing",)):
+            return True  # the state read was not vouched for, or not built yet
         if not (isinstance(cur.fence, tuple) and cur.fence and cur.fence[0] == "live"):
             assert self.fallback is not None
             return self.fallback.moved(cur)  # type: ignore[attr-defined]

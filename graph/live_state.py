@@ -11,6 +11,16 @@ restarted watcher, or a failed sync means the read raced (``unknown/racing``).
 
 Never a false fresh: a lost event can only cause a rescan (overflow: the kernel says so)
 or an unknown (a failed sync), never a stale state served as current. See docs/service.md.
+
+When the full scan runs (the rule): the initial state; after the watcher lost events (an
+overflow, a dead or restarted watcher: a new generation); after a change of what is
+ignored (``info/exclude``, a ``.gitignore``: any untracked path may flip); when the index
+is sparse (libgit2 cannot read it) or its skip-worktree entries changed. Never otherwise —
+a read or ``remember`` applies only what events named. A change of HEAD or the index
+(commit, checkout, reset, ``git add``/``rm --cached``, stash) re-checks only the paths it
+can affect: the dirty paths, the paths where the old and new HEAD trees differ, and the
+paths where the new index differs from the new HEAD (a path whose index entry changed is
+in one of those: an index entry that differs from HEAD makes its path dirty).
 """
 
 from __future__ import annotations
@@ -42,9 +52,8 @@ from citegraph.indexer.worktree import MODE_SYMLINK, WorktreeReader
 MODE_GITLINK = 0o160000
 MODE_TREE = 0o040000
 SYNC_TIMEOUT_S = 2.0
-# A git state file whose change can change the dirty set in ways events do not show
-# (the index: `git add`, `git rm --cached`, checkouts; HEAD; the excludes).
-FULL_RESCAN_GIT = ("index", "HEAD", "info/exclude")
+# A git state file whose change can flip any untracked path (the excludes): a full scan.
+FULL_RESCAN_GIT = ("info/exclude",)
 
 _COOKIES = itertools.count(1)
 
@@ -93,6 +102,7 @@ class LiveRepo:
         self.pending_subtrees: set[str] = set()
         self.pending_git: set[str] = set()
         self.need_full = True
+        self.skip_key: frozenset[tuple[str, str, int]] = frozenset()  # skip-worktree entries at the last scan
         self.events = 0
         self.rescans = 0
         self.rehashed = 0
@@ -209,10 +219,10 @@ class LiveRepo:
         lost, so no stale state is ever served as current."""
         with self.lock:
             try:
-                if self.need_full or self.pending_git & set(FULL_RESCAN_GIT) or self._head_moved():
+                if self.need_full or self.pending_git & set(FULL_RESCAN_GIT):
                     self._rescan()
                 elif self.pending_git:
-                    self.pending_git.clear()  # other refs moved, HEAD did not
+                    self._git_moved()
                 if self.pending_paths or self.pending_subtrees:
                     self._recheck()
             except BaseException:
@@ -227,13 +237,40 @@ class LiveRepo:
             state = gitrepo.state_from_dirty(self.head, dirty, sorted(self.from_index.items()))
             return LiveView(state, self.generation, self.version)
 
-    def _head_moved(self) -> bool:
-        if not self.pending_git:
-            return False
+    def _git_moved(self) -> None:
+        """HEAD, the index or a ref changed: queue the paths that can have changed status
+        (the module docstring's rule) — no full scan unless skip-worktree entries changed."""
+        index_changed = "index" in self.pending_git
+        self.pending_git.clear()
+        repo = self._fresh_repo()
         try:
-            return gitrepo.head_commit(self._fresh_repo()) != self.head
+            head = gitrepo.head_commit(repo)
         except CitegraphError:
-            return True
+            head = ""
+        if head == self.head and not index_changed:
+            return  # another ref moved, HEAD did not
+        if not head or not self.head or (index_changed and _skip_key(repo, self.gitdir) != self.skip_key):
+            self._rescan()  # an unborn branch, or a sparse-checkout change: the full scan
+            return
+        try:
+            old_tree = repo.revparse_single(self.head).peel(pygit2.Tree)
+            new_tree = repo.revparse_single(head).peel(pygit2.Tree)
+            index = repo.index
+            index.read(False)
+            staged = index.diff_to_tree(new_tree)
+            moved = repo.diff(old_tree, new_tree) if head != self.head else None
+        except (KeyError, ValueError, pygit2.GitError):
+            self._rescan()  # unreadable objects or a sparse index: the full scan decides
+            return
+        paths = {fs_path(p) for p in self.dirty}
+        for diff in (staged, moved):
+            for d in diff.deltas if diff is not None else ():
+                paths.update(_delta_path(f) for f in (d.old_file, d.new_file) if f.raw_path)
+        self._repo = repo
+        if head != self.head:
+            self.head = head
+            self.version += 1
+        self.pending_paths |= paths
 
     def _fresh_repo(self) -> pygit2.Repository:
         return pygit2.Repository(str(self.gitdir))
@@ -246,6 +283,7 @@ class LiveRepo:
         self.pending_git.clear()
         self.need_full = False
         self._repo = self._fresh_repo()
+        self.skip_key = _skip_key(self._repo, self.gitdir)
         state = gitrepo.worktree_state(self._repo, self.skip)
         self.rescans += 1
         self._set(state.head, dict(state.dirty_paths), dict(state.from_index))
@@ -364,6 +402,26 @@ class LiveRepo:
             wt_e = (found.blob_id, MODE_SYMLINK)
         dirty = head_e != idx_e or idx_e != wt_e
         return dirty, (found.blob_id if found.exists else None), None
+
+
+def _delta_path(f: pygit2.DiffFile) -> str:
+    return os.fsdecode(f.raw_path)
+
+
+def _skip_key(repo: pygit2.Repository, gitdir: Path) -> frozenset[tuple[str, str, int]]:
+    """The index's skip-worktree entries (a change of them is a sparse-checkout change:
+    the full scan). An index of version 2 cannot carry the bit: nothing to read then."""
+    try:
+        with open(gitdir / "index", "rb") as fh:
+            head = fh.read(8)
+    except OSError:
+        return frozenset()
+    if len(head) == 8 and head[:4] == b"DIRC" and int.from_bytes(head[4:8], "big") == 2:
+        return frozenset()
+    try:
+        return frozenset(sparse.IndexFlags(repo).skip_worktree_entries())
+    except pygit2.GitError:
+        return frozenset({("", "sparse-index", 0)})  # unreadable by libgit2 (a sparse index)
 
 
 def _entry(tree: pygit2.Tree | None, p: str) -> tuple[str, int] | None:

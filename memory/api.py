@@ -14,6 +14,7 @@ from citegraph.graph.current import StateSource
 from citegraph.graph.store import Home
 from citegraph.indexer import gitrepo
 from citegraph.indexer.errors import CitegraphError
+from citegraph.memory.lifecycle import read_memo
 from citegraph.memory.lifecycle.observation_cache import StoreCache
 from citegraph.memory.lifecycle.store import Memory, MemoryStore
 from citegraph.validator import pipeline
@@ -108,9 +109,38 @@ def validate_memories(home: Home, *, memory_ids: list[str] | None = None, projec
                 todo = m.exc.todo if m.exc and code != 3 else "run inside a repository or pass --repo PATH"
                 what = m.error if repo_paths else f"{os.getcwd()}: {m.error}"
                 raise CitegraphError(str(what), todo, code=code)
+    if read_memo.enabled():
+        return _validate_resident(home, memory_ids, project, scope, dependency_depth)
     with MemoryStore.open_caching(home) as ms:
         mems = select_memories(ms, memory_ids, project)
         return validate_stored(home, ms, mems, scope, dependency_depth=dependency_depth)
+
+
+def _validate_resident(home: Home, memory_ids: list[str] | None, project: str | None, scope: Scope,
+                       dependency_depth: int) -> ValidationReport:
+    """``validate_memories`` in a long-running process (the service): the same answer, but
+    the memory store is opened only for what the process does not already hold — the
+    selection while the store file is unchanged, observations it has seen (read_memo) —
+    and written only when there are new observations."""
+    key = ("select", tuple(memory_ids) if memory_ids else None, project)
+    fp, mems = read_memo.selection(home, key)
+    if mems is None:
+        with MemoryStore.open(home) as ms:
+            mems = select_memories(ms, memory_ids, project)
+        read_memo.keep(home, key, fp, mems)
+    cache = StoreCache()
+    plan = pipeline.plan(home, to_inputs(mems), scope, dependency_depth=dependency_depth)
+    left = cache.prefill(plan.wanted())
+    if left:
+        with MemoryStore.open(home) as ms:
+            cache.load(ms, left)
+    report = pipeline.aggregate(plan, pipeline.run(plan, cache=cache))
+    cache.remember()
+    if cache.new:
+        with MemoryStore.open(home) as ms:
+            cache.flush(ms)
+    report.about = {m.id: {"project": m.project, "topic": m.topic, "excerpt": excerpt(m.text)} for m in mems}
+    return report
 
 
 def validate_stored(home: Home, ms: MemoryStore, mems: list[Memory], scope: Scope, *,

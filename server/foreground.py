@@ -23,12 +23,13 @@ STOP_GRACE_S = 1.5
 
 def run(home: Home, paths: list[str], *, log: Log, debounce_ms: int, max_wait_ms: int | None = None,
         jobs: int | None = None, gc_keep: int = 0, listen: bool = True,
-        until: Callable[[], bool] | None = None, stop_grace_s: float = STOP_GRACE_S) -> int:
+        until: Callable[[], bool] | None = None, stop_grace_s: float = STOP_GRACE_S,
+        read_wait_ms: int | None = None) -> int:
     """Watch ``paths`` (and whatever a read registers) until a stop signal; exit code."""
     from citegraph.server.service_ops import HANDLERS
 
     svc = Service(home, debounce_ms=debounce_ms, max_wait_ms=max_wait_ms, build_jobs=jobs, log=log,
-                  gc_keep=gc_keep)
+                  gc_keep=gc_keep, **({"read_wait_s": read_wait_ms / 1000} if read_wait_ms is not None else {}))
     endpoint = Endpoint(svc, HANDLERS) if listen else None
     # The signal handlers come first: a stop signal that arrives as soon as the socket
     # answers must still end the service cleanly (exit 0, record and socket removed).

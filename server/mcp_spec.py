@@ -20,7 +20,7 @@ from citegraph.indexer.errors import CitegraphError
 
 SERVER_NAME = "citegraph"
 REMEMBER_WAIT_S = 2.0  # through the service: wait this long for the overlay of an edit
-READ_WAIT_S = 1.0  # ... and this long for a build the service already has in hand
+READ_WAIT_S = 2.0  # ... and reads as long for a build of a change it has seen (then racing, still indexing)
 
 @dataclass(frozen=True)
 class ToolContext:

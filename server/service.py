@@ -51,6 +51,7 @@ DEFAULT_DEBOUNCE_MS = 20
 DEFAULT_LANES = 2  # builds of different repositories at once (each may run an extraction pool)
 LANE_JOIN_S = 0.5  # at close, a lane still building is left to die with the process (as kill -9)
 SUPERVISE_S = 0.5
+DEFAULT_READ_WAIT_S = 2.0  # a read waits this long for the build of a change already seen
 STORE_LINGER_S = 0.25  # the memory store stays open this long after a request (see memory.store)
 PROTOCOL = 1
 MAX_REQUEST_BYTES = 32 << 20
@@ -102,6 +103,7 @@ class Watched:
     last_error: str | None = None
     logged: str | None = None  # the snapshot id last logged (a reused state is logged once)
     busy: bool = False  # its lane is building it now
+    unbuilt_since: float | None = None  # when the oldest change not yet published arrived
     stats: dict[str, int] = field(default_factory=lambda: {"published": 0, "reused": 0, "failed": 0})
 
 
@@ -111,7 +113,7 @@ class Service:
     def __init__(self, home: Home, *, auto_build: bool = True, debounce_ms: int = DEFAULT_DEBOUNCE_MS,
                  max_wait_ms: int | None = None, build_jobs: int | None = None, pool_context: str = "forkserver",
                  log: Log | None = None, sync_timeout_s: float = 2.0, gc_keep: int = 0,
-                 lanes: int = DEFAULT_LANES) -> None:
+                 lanes: int = DEFAULT_LANES, read_wait_s: float = DEFAULT_READ_WAIT_S) -> None:
         if debounce_ms < 0:
             raise CitegraphError(f"--debounce-ms {debounce_ms} is negative", "pass a value ≥ 0", code=2)
         self.home = home
@@ -129,6 +131,9 @@ class Service:
         self.pool_context = pool_context
         self.log = log or _quiet
         self.sync_timeout_s = sync_timeout_s
+        # How long a read waits for the build of a change the service has seen (then
+        # unknown/racing, "still indexing"): a service setting (`serve --read-wait-ms`).
+        self.read_wait_s = max(float(read_wait_s), 0.0)
         self.watched: dict[str, Watched] = {}
         self._roots: dict[str, str] = {}  # a path given -> the worktree root it lies in
         self._lock = threading.RLock()
@@ -170,7 +175,8 @@ class Service:
     def source(self, wait_s: float = 0.0) -> LiveSource:
         from citegraph.graph.current import ScanSource
 
-        return LiveSource(self.lookup, self.home, wait_ready=self.wait_ready, wait_s=wait_s, fallback=ScanSource())
+        return LiveSource(self.lookup, self.home, wait_ready=self.wait_ready, wait_s=wait_s, fallback=ScanSource(),
+                          indexing=self.indexing_for)
 
     def _changed(self, live: LiveRepo) -> None:
         with self._cond:
@@ -181,6 +187,8 @@ class Service:
                 w.changed_mono = now
                 if w.first_mono is None:
                     w.first_mono = now
+                if w.unbuilt_since is None:
+                    w.unbuilt_since = now
                 # New events supersede a retry backoff: the state moved on.
                 w.not_before, w.failures = 0.0, 0
                 self._cond.notify_all()
@@ -294,6 +302,9 @@ class Service:
                 self._active -= 1
         w.failures, w.not_before, w.last_error = 0, 0.0, None
         w.built = view.token
+        with self._cond:
+            if not w.want:  # no change arrived since this build's view: nothing left unbuilt
+                w.unbuilt_since = None
         latency = time.monotonic() - w.changed_mono if w.changed_mono else None
         data = {**res.to_json(), "repo": str(live.root), "seconds": round(time.monotonic() - t0, 4),
                 "latency": round(latency, 4) if latency is not None else None}
@@ -394,6 +405,19 @@ class Service:
                     self._cond.notify_all()
                 self._cond.wait(min(0.02, max(deadline - time.monotonic(), 0)))
 
+    def indexing_for(self, live: LiveRepo, view: LiveView) -> float | None:
+        """Seconds the service has been indexing ``view`` (a change it has seen and not
+        yet published), or None when no build of it is coming: builds are off, the service
+        stops, the view was built already, or its builds failed and are not retried."""
+        with self._lock:
+            w = self.watched.get(str(live.root))
+            if w is None or not self.auto_build or self.stop.is_set() or w.built == view.token:
+                return None
+            if (w.last_error is not None and not (w.want or w.busy)) or w.failures > 3:
+                return None
+            since = w.unbuilt_since
+        return max(time.monotonic() - since, 0.0) if since is not None else 0.0
+
     # --- supervision --------------------------------------------------------------------------
 
     def _supervise(self) -> None:
@@ -414,6 +438,7 @@ class Service:
     def start(self, builder_thread: bool = True) -> None:
         """Start the supervisor (and the builder thread, unless the caller runs
         ``run_builds`` itself in the main thread)."""
+        from citegraph.memory.lifecycle import read_memo
         from citegraph.memory.lifecycle.store import MemoryStore
 
         MemoryStore.keep_open_between_calls(STORE_LINGER_S)
@@ -421,6 +446,7 @@ class Service:
             from citegraph.graph.forkserver_guard import start_forkserver
 
             start_forkserver()  # from this (long-lived) thread: see its docstring
+        read_memo.enable(True)  # a request that changes nothing opens no store (read_memo's docstring)
         targets = [(self._supervise, "citegraph-supervisor")]
         if builder_thread:
             targets.append((self._builder, "citegraph-builder"))
@@ -436,9 +462,11 @@ class Service:
             self._cond.notify_all()
 
     def close(self) -> None:
+        from citegraph.memory.lifecycle import read_memo
         from citegraph.memory.lifecycle.store import MemoryStore
 
         MemoryStore.keep_open_between_calls(0.0)  # and close what lingers
+        read_memo.enable(False)
         self.stop.set()
         with self._cond:
             self._cond.notify_all()

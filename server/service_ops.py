@@ -2,9 +2,10 @@
 path, with the service's state source (reads synced with the watcher, no worktree scan).
 
 Each handler takes the request's ``args`` (the CLI's options; paths absolute) and returns
-the command's ``--json`` structure. ``remember`` waits (bounded, ``wait_s``, default 2 s)
-for the exact-current snapshot of an edit instead of failing; reads wait shortly
-(``READ_WAIT_S``) for a build the service already has in hand.
+the command's ``--json`` structure. ``remember`` and the reads wait (bounded: the
+service's ``read_wait_s``, default 2 s, or a request's ``wait_s``) for the build of a
+change the service has seen (or sees when it syncs) and answer for the new state; past the
+bound the answer is unknown/racing, "still indexing" (graph/live_source.py).
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ from typing import Any
 from citegraph.indexer.errors import CitegraphError
 from citegraph.server.service import Service
 
-REMEMBER_WAIT_S = 2.0
-READ_WAIT_S = 1.0
 HOOK_WAIT_S = 0.1  # before an edit: answer fast; an edit made just now may still be building
 
 
@@ -36,6 +35,7 @@ def _strs(args: dict[str, Any], key: str) -> list[str] | None:
 
 
 def _wait(args: dict[str, Any], default: float) -> float:
+    """The request's bound on waiting for a build (its ``wait_s``, else ``default``)."""
     v = args.get("wait_s", default)
     if not isinstance(v, int | float) or isinstance(v, bool) or not 0 <= v <= 60:
         raise CitegraphError("request argument wait_s must be 0–60 seconds", "", code=2, kind="usage")
@@ -87,7 +87,7 @@ def symbols(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
     if not file:
         raise CitegraphError("request argument file is missing", "", code=2, kind="usage")
     target = file if file.startswith(("https://", "http://")) else Path(file)
-    return {"symbols": queries.symbols_of_file(target, svc.home, source=svc.source(wait_s=READ_WAIT_S),
+    return {"symbols": queries.symbols_of_file(target, svc.home, source=svc.source(wait_s=svc.read_wait_s),
                                                cwd=_str(args, "cwd"))}
 
 
@@ -98,7 +98,7 @@ def find(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 10_000:
         raise CitegraphError("request argument limit must be 1–10000", "", code=2, kind="usage")
     return queries.find_symbols(_str(args, "repo") or ".", svc.home, _str(args, "name") or "", limit,
-                                source=svc.source(wait_s=READ_WAIT_S), kinds=_strs(args, "kinds"),
+                                source=svc.source(wait_s=svc.read_wait_s), kinds=_strs(args, "kinds"),
                                 path=_str(args, "path"), cwd=_str(args, "cwd"))
 
 
@@ -109,7 +109,7 @@ def graph(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(depth, int) or isinstance(depth, bool):
         raise CitegraphError("request argument depth is not an integer", "", code=2, kind="usage")
     return graph_query(svc.home, _str(args, "repo") or ".", _str(args, "op") or "", _str(args, "ref") or "",
-                       depth, source=svc.source(wait_s=READ_WAIT_S))
+                       depth, source=svc.source(wait_s=svc.read_wait_s))
 
 
 def remember(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
@@ -123,7 +123,7 @@ def remember(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
                         topic=_str(args, "topic"), author=_str(args, "author"), agent_id=_str(args, "agent_id"),
                         session_id=_str(args, "session_id"), supersedes=_str(args, "supersedes"),
                         source_commit=_str(args, "source_commit"), cwd=_str(args, "cwd"),
-                        source=svc.source(wait_s=_wait(args, REMEMBER_WAIT_S)))
+                        source=svc.source(wait_s=_wait(args, svc.read_wait_s)))
 
 
 def _depth(args: dict[str, Any]) -> int:
@@ -139,7 +139,7 @@ def _depth(args: dict[str, Any]) -> int:
 def validate(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
     from citegraph.memory import api
 
-    source = svc.source(wait_s=_wait(args, READ_WAIT_S))
+    source = svc.source(wait_s=_wait(args, svc.read_wait_s))
     workset = _str(args, "workset")
     if workset:
         report = api.validate_workset(svc.home, workset, memory_ids=_strs(args, "memory_ids"),
@@ -161,7 +161,7 @@ def brief(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
     res = api.brief(svc.home, _str(args, "task") or "", project=_str(args, "project"), workset=_str(args, "workset"),
                     code_refs=_strs(args, "code_refs") or [], budget_tokens=budget,
                     repo_paths=_strs(args, "repo_paths"), cwd=_str(args, "cwd"),
-                    source=svc.source(wait_s=_wait(args, READ_WAIT_S)), dependency_depth=_depth(args))
+                    source=svc.source(wait_s=_wait(args, svc.read_wait_s)), dependency_depth=_depth(args))
     return {"json_text": res.json_text, "text": res.text}
 
 
@@ -179,7 +179,7 @@ def cited(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
     return run(svc.home, _strs(args, "refs") or [], repo=_str(args, "repo") or ".",
                limit=_int(args, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT),
                include_archived=bool(args.get("include_archived")), cwd=_str(args, "cwd"),
-               source=svc.source(wait_s=_wait(args, READ_WAIT_S)))
+               source=svc.source(wait_s=_wait(args, svc.read_wait_s)))
 
 
 def refresh(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
@@ -187,7 +187,7 @@ def refresh(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
 
     return run(svc.home, _strs(args, "memory_ids") or [], all_memories=bool(args.get("all")),
                accept=_str(args, "accept"), dry_run=bool(args.get("dry_run")), repo=_str(args, "repo") or ".",
-               project=_str(args, "project"), source=svc.source(wait_s=_wait(args, READ_WAIT_S)))
+               project=_str(args, "project"), source=svc.source(wait_s=_wait(args, svc.read_wait_s)))
 
 
 def hook_pre_edit(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
@@ -204,7 +204,7 @@ def hook_session_start(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
 
     return {"output": session_start(svc.home, _str(args, "cwd") or ".",
                                     budget_tokens=_int(args, "budget_tokens", SESSION_BUDGET, 800, 1500),
-                                    source=svc.source(wait_s=_wait(args, READ_WAIT_S)))}
+                                    source=svc.source(wait_s=_wait(args, svc.read_wait_s)))}
 
 
 HANDLERS = {"ping": ping, "register": register, "status": status, "index": index, "symbols": symbols,

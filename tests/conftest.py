@@ -63,8 +63,8 @@ def run_cli(home: Home):
 def serve(home, tmp_path):
     started: list[ServeProc] = []
 
-    def start(*paths: str) -> ServeProc:
-        s = ServeProc(home, tmp_path / f"serve{len(started)}.log", *paths)
+    def start(*paths: str, **kwargs) -> ServeProc:
+        s = ServeProc(home, tmp_path / f"serve{len(started)}.log", *paths, **kwargs)
         started.append(s)
         return s
 

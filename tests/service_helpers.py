@@ -20,13 +20,18 @@ needs_service = pytest.mark.skipif(not AVAILABLE, reason="inotify (Linux) only")
 
 
 class ServeProc:
-    def __init__(self, home, log_path, *paths: str) -> None:
+    """``launcher``: the argv that runs the CLI (default ``python -m citegraph.cli.main``;
+    tests/stall_launcher.py's to stall builds); ``options``: more ``serve`` options."""
+
+    def __init__(self, home, log_path, *paths: str, launcher: list[str] | None = None,
+                 options: tuple[str, ...] = ()) -> None:
         self.home = home
         self.log_path = log_path
         self.fh = open(log_path, "w")  # noqa: SIM115 - closed by stop()
         env = {**os.environ, "CITEGRAPH_HOME": str(home.root)}
-        self.p = subprocess.Popen([sys.executable, "-m", "citegraph.cli.main", "serve", "--debounce-ms", "10",
-                                   *paths], env=env, stdout=subprocess.DEVNULL, stderr=self.fh)
+        cli = launcher or [sys.executable, "-m", "citegraph.cli.main"]
+        self.p = subprocess.Popen([*cli, "serve", "--debounce-ms", "10", *options, *paths], env=env,
+                                  stdout=subprocess.DEVNULL, stderr=self.fh)
         deadline = time.monotonic() + TIMEOUT
         while client.call(home, "ping", {}) is None:
             assert self.p.poll() is None, log_path.read_text()

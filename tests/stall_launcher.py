@@ -5,7 +5,9 @@
 
 Every build in the process gets ``BuildHooks(stall=...)``: at ``STAGE`` it writes the stage
 name to ``MARKER`` and sleeps ``SECONDS``. ``STAGE@NAME`` stalls only the builds of a
-repository whose path holds NAME (the others run normally). The hook is injected through
+repository whose path holds NAME (the others run normally). ``SECONDS`` may be ``@FILE``:
+the stall then lasts as many seconds as FILE says when the build reaches the stage (a
+test changes it while the process runs; 0 or no file: no stall). The hook is injected through
 ``build_snapshot``'s ``hooks`` parameter; production code reads no test variable.
 """
 
@@ -21,12 +23,20 @@ from citegraph.graph.build_hooks import BuildHooks
 
 def main() -> None:
     stage, _, only = sys.argv[1].partition("@")
-    marker, seconds = Path(sys.argv[2]), float(sys.argv[3])
+    marker, spec = Path(sys.argv[2]), sys.argv[3]
+
+    def seconds() -> float:
+        if not spec.startswith("@"):
+            return float(spec)
+        try:
+            return float(Path(spec[1:]).read_text() or 0)
+        except (OSError, ValueError):
+            return 0.0
 
     def stall(at: str) -> None:
-        if at == stage:
+        if at == stage and (s := seconds()) > 0:
             marker.write_text(at)
-            time.sleep(seconds)
+            time.sleep(s)
 
     if sys.argv[4] == "--compact":  # a compaction (graph/compaction.py) with the stall
         from citegraph.graph.compaction import compact
@@ -57,7 +67,7 @@ if __name__ == "__main__":
     main()
 
 
-def stalled_argv(stage: str, marker: Path, seconds: float, *cli_args: str) -> list[str]:
+def stalled_argv(stage: str, marker: Path, seconds: float | str, *cli_args: str) -> list[str]:
     """The argv of a CLI process stalled at ``stage`` (see the module docstring)."""
     return [sys.executable, str(Path(__file__)), stage, str(marker), str(seconds), *cli_args]
 

@@ -155,7 +155,8 @@ PATHS = ["a.py", "lib/b.py", "lib/deep/c.py", "n1.py", "lib/n2.py", "x/y/n3.py",
 
 @st.composite
 def worktree_op(draw):
-    kind = draw(st.sampled_from(["write", "delete", "commit", "rmdir", "mkfifo", "symlink-dir", "add", "checkout-file"]))
+    kind = draw(st.sampled_from(["write", "delete", "commit", "rmdir", "mkfifo", "symlink-dir", "add", "checkout-file",
+                                 "rm-cached", "reset-soft", "reset-mixed", "stash"]))
     return kind, draw(st.sampled_from(PATHS)), draw(st.integers(0, 3))
 
 
@@ -190,8 +191,54 @@ def test_random_sequences_match_one_shot(tmp_path_factory, ops):
                     repo.git("add", "-A")
                 elif kind == "checkout-file":
                     repo.git("checkout", "--", path, check=False)
+                # index and HEAD changes: re-checked path by path, no full scan (live_state)
+                elif kind == "rm-cached":
+                    repo.git("rm", "-q", "--cached", "--ignore-unmatch", path, check=False)
+                elif kind == "reset-soft":
+                    repo.git("reset", "-q", "--soft", "HEAD~1", check=False)
+                elif kind == "reset-mixed":
+                    repo.git("reset", "-q", check=False)
+                elif kind == "stash":
+                    repo.git("stash", "-q", check=False)
             except OSError:
                 continue
             assert live_state(live) == one_shot(repo), (kind, path)
     finally:
         live.close()
+
+
+def test_git_operations_apply_without_a_full_scan(world):
+    """HEAD and index changes re-check only the paths they can affect (the module
+    docstring's rule): no full scan, and still exactly the one-shot state. A skip-worktree
+    change (a sparse-checkout change) is the exception: a full scan."""
+    repo, live = world
+    assert live_state(live) == one_shot(repo)
+    scans = live.rescans
+    ops = [
+        ("commit", lambda: (repo.write("a.py", "x = 2\n"), repo.commit("c2"))),
+        ("branch and commit", lambda: (repo.git("checkout", "-q", "-b", "other"), repo.write("o.py", "o\n"),
+                                       repo.commit("c3"))),
+        ("checkout", lambda: repo.git("checkout", "-q", "main")),
+        ("stash", lambda: (repo.write("a.py", "x = 9\n"), repo.git("stash", "-q"))),
+        ("stash pop", lambda: repo.git("stash", "pop", "-q")),
+        ("git add", lambda: repo.git("add", "a.py")),
+        ("rm --cached of a clean file", lambda: repo.git("rm", "-q", "--cached", "lib/deep/c.py")),
+        ("reset (mixed)", lambda: repo.git("reset", "-q")),
+        ("reset --soft", lambda: repo.git("reset", "-q", "--soft", "HEAD~1")),
+        ("reset --hard", lambda: repo.git("reset", "-q", "--hard", "HEAD")),
+        # (read-tree drops the index's stat data: a `reset --hard` after it rewrites every
+        # file, .gitignore too — a change of what is ignored, which is a full scan)
+        ("read-tree of another commit (index only)", lambda: repo.git("read-tree", "other")),
+        ("reset (mixed) back", lambda: repo.git("reset", "-q")),
+        ("merge", lambda: repo.git("merge", "-q", "--no-edit", "other")),
+    ]
+    for name, op in ops:
+        op()
+        assert live_state(live) == one_shot(repo), name
+        assert live.rescans == scans, name
+    repo.write("a.py", "x = 42\n")
+    repo.git("update-index", "--skip-worktree", "a.py")  # git now takes a.py to be its index blob
+    assert live_state(live) == one_shot(repo)
+    assert live.rescans == scans + 1
+    repo.git("update-index", "--no-skip-worktree", "a.py")
+    assert live_state(live) == one_shot(repo)

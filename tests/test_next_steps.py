@@ -39,6 +39,20 @@ def test_every_unknown_reason_has_a_next_step():
     assert next_step("no-basis")  # a memory without citations
 
 
+def test_through_the_service_no_step_says_index_or_serve():
+    """Read through the resident service (issue 21): it builds every change itself."""
+    assert next_step("racing", indexing_s=2.34) == "the citegraph service is still indexing this repository's " \
+                                                   "latest change (2.3s so far): run `citegraph validate` again " \
+                                                   "in a moment"
+    assert next_step("racing", service=True) == next_step("racing")  # a real race: the usual step
+    step = next_step("not-current", service=True, command="brief")
+    assert "citegraph status" in step and step.endswith("run `citegraph brief` again")
+    for reason in Reason:
+        if reason != Reason.SNAPSHOT_UNREADABLE:  # a damaged snapshot: rebuilding it is the step
+            s = next_step(str(reason), service=True, indexing_s=1.0) or ""
+            assert "citegraph index`" not in s and "citegraph serve" not in s, reason
+
+
 @pytest.fixture
 def world(repo, home):
     repo.write("a.py", CODE)

@@ -25,6 +25,7 @@ from citegraph.indexer.overloads import overload_stubs
 from citegraph.indexer.paths import fs_path
 from citegraph.validator.decisions import Reason
 from citegraph.validator.model import Receipt
+from citegraph.validator.next_steps import still_indexing
 from citegraph.validator.receipt_identity import receipt_id
 from citegraph.validator.refs import ParsedRef, bad_ref, parse_refs, same_evidence_note
 from citegraph.validator.spans import hash_bytes, line_count, line_starts, span_bytes
@@ -43,12 +44,18 @@ def receipt_evidence(r: Receipt) -> tuple:
 
 
 def not_current_error(cur: CurrentState) -> CitegraphError:
+    """Nothing to capture against. Through the service, never "run index/serve": it is
+    still indexing this state (racing, retry in a moment) or its build failed."""
     state = cur.snapshot_state_text()
     what = "dirty worktree" if cur.dirty else f"commit {cur.head[:12]}"
-    return CitegraphError(
-        f"no exact-current snapshot for {what} (snapshot {state}); nothing was stored",
-        "run `citegraph index`, or keep `citegraph serve` running (it builds every change), then retry",
-        code=1, retryable=True, kind=str(Reason.NOT_CURRENT))
+    if cur.indexing_s is not None:
+        return CitegraphError(f"{still_indexing(cur.indexing_s)}; nothing was stored", "retry in a moment",
+                              code=1, retryable=True, kind=str(Reason.RACING))
+    todo = ("the running citegraph service has not built it (`citegraph status` and the service log say why); "
+            "retry" if cur.service else
+            "run `citegraph index`, or keep `citegraph serve` running (it builds every change), then retry")
+    return CitegraphError(f"no exact-current snapshot for {what} (snapshot {state}); nothing was stored", todo,
+                          code=1, retryable=True, kind=str(Reason.NOT_CURRENT))
 
 
 def capture(home: Home, repo_path: str | os.PathLike[str], refs: list[str],

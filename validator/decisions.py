@@ -80,7 +80,7 @@ def within_bounds(*, citations: int, repositories: int, new_repository: bool,
 
 
 def before_anything(r: Receipt, *, well_formed: bool, within_bounds: bool, members: int, read: int,
-                    states: int, current: bool) -> Observation | None:
+                    states: int, current: bool, indexing: bool = False) -> Observation | None:
     """The rows before the tables, in order. ``members``: scope members carrying the
     citation's repository id; ``read``: how many of them could be read; ``states``: the
     distinct states (snapshot ids) among those; ``current``: that state has its
@@ -98,7 +98,9 @@ def before_anything(r: Receipt, *, well_formed: bool, within_bounds: bool, membe
     if read == 0:
         return _unknown(r, Reason.MEMBER_MISSING)  # §9: the member is gone or no repository
     if not current:
-        return _unknown(r, Reason.NOT_CURRENT)  # §6: no exact-current ready snapshot
+        # §6/§17: no exact-current ready snapshot. While the resident service is still
+        # building the state read (past the read's bound), that state is in motion: racing.
+        return _unknown(r, Reason.RACING if indexing else Reason.NOT_CURRENT)
     return None
 
 

@@ -42,17 +42,30 @@ _LEGACY_STEPS: dict[str, str] = {
 }
 
 
-def next_step(reason: str | None, *, at: str | None = None, command: str = "validate") -> str | None:
+def next_step(reason: str | None, *, at: str | None = None, command: str = "validate",
+              service: bool = False, indexing_s: float | None = None) -> str | None:
     """The next step for an unknown with ``reason`` (None when there is nothing to do or
     the reason is not an unknown's). Several reasons (comma-separated) give the first
-    one's step."""
+    one's step. ``service``: the state was read through the resident service, which builds
+    every change itself — never advise running ``index`` or starting ``serve`` then;
+    ``indexing_s``: the service was still indexing the state read, for this long."""
     if not reason:
         return None
     first = reason.split(",", 1)[0].strip()
     if at and first == Reason.NOT_CURRENT:
         return f"commit {at} is not indexed: run `citegraph index --rev {at}`, then {_again(command)}"
+    if first == Reason.RACING and indexing_s is not None:
+        return still_indexing(indexing_s) + f": {_again(command)} in a moment"
+    if service and first == Reason.NOT_CURRENT:
+        return ("the running citegraph service has not built this state (`citegraph status` and the "
+                f"service log say why), then {_again(command)}")
     step = _STEPS.get(first) or _LEGACY_STEPS.get(first)
     return step.format(again=_again(command)) if step else None
+
+
+def still_indexing(seconds: float) -> str:
+    """What a read past its bound says while the service builds the state it read."""
+    return f"the citegraph service is still indexing this repository's latest change ({seconds:.1f}s so far)"
 
 
 def _again(command: str) -> str:

@@ -199,6 +199,9 @@ class Plan:
     legacy: ScopeMember | None  # what memories without citations are judged against
     # dependency-changed advisories over recorded dependencies up to this depth (0: none)
     dependency_depth: int = 1
+    # citation id → (read through the resident service, seconds it was still indexing the
+    # state read or None): the wording of next steps
+    read_by: dict[str, tuple[bool, float | None]] = field(default_factory=dict)
 
     def wanted(self) -> dict[str, list[str]]:
         """{snapshot id: citation ids} the observation cache may already hold."""
@@ -222,10 +225,11 @@ class _Route:
         """The plain facts ``decisions.before_anything`` decides on."""
         curs = [m.cur for m in self.members if m.cur is not None]
         return {"members": len(self.members), "read": len(curs), "states": len({c.snapshot_id for c in curs}),
-                "current": bool(curs) and curs[0].exact_current}
+                "current": bool(curs) and curs[0].exact_current,
+                "indexing": bool(curs) and curs[0].indexing_s is not None}
 
 
-NOT_LOOKED_AT = {"members": 0, "read": 0, "states": 0, "current": False}
+NOT_LOOKED_AT = {"members": 0, "read": 0, "states": 0, "current": False, "indexing": False}
 
 
 def plan(home: Home | None, items: list[MemoryInput], scope: Scope, *, max_citations: int | None = None,
@@ -310,7 +314,14 @@ def _plan(home: Home | None, items: list[MemoryInput], scope: Scope, *, max_cita
                 g = groups[r.repository_id] = Group(routes[r.repository_id].read)
             g.receipts.append(r)
     legacy = scope.members.get(scope.paths[0][0]) if need_legacy and scope.paths else None
-    return Plan(items, scope, receipts, decided, groups, limited, invalid, validated, len(admitted), legacy)
+    read_by: dict[str, tuple[bool, float | None]] = {}  # how each citation's state was read (next steps)
+    for r, _ok, within in checked:
+        route = routes.get(r.repository_id) if within else None
+        cur = route.read[0].cur if route is not None and route.read else None
+        if cur is not None and cur.service:
+            read_by[r.id] = (True, cur.indexing_s)
+    return Plan(items, scope, receipts, decided, groups, limited, invalid, validated, len(admitted), legacy,
+                read_by=read_by)
 
 
 # --- run --------------------------------------------------------------------------------------
@@ -508,6 +519,9 @@ class ValidationReport:
     invalid: list[tuple[str, str]] = field(default_factory=list)  # (memory id, citation id)
     at: str | None = None  # the --at REV validated against (it words the next steps)
     about: dict[str, dict[str, Any]] = field(default_factory=dict)  # memory id → project, topic, excerpt
+    # citation id → how its repository was read, for the wording of next steps: (read
+    # through the service, seconds the service was still indexing that state or None)
+    read_by: dict[str, tuple[bool, float | None]] = field(default_factory=dict)
 
     def summary(self) -> dict[str, int]:
         """Citations by outcome (SPEC §16: the keys are the outcomes)."""
@@ -538,7 +552,8 @@ class ValidationReport:
                           "observed": o.observed.to_dict() if o.observed else None,
                           "dirty": r.dirty})
             if o.outcome == "unknown":
-                step = next_step(o.reason, at=self.at)
+                service, indexing_s = self.read_by.get(r.id, (False, None))
+                step = next_step(o.reason, at=self.at, service=service, indexing_s=indexing_s)
                 if step:
                     cites[-1]["next_step"] = step
             if o.advisories:
@@ -572,7 +587,8 @@ def _aggregate(plan: Plan, observations: dict[str, Observation]) -> ValidationRe
         if any(r.id in limited for r in it.receipts):
             limited_memories.append(it.memory_id)
     return ValidationReport(verdicts, plan.receipts, plan.limited, limited_memories, plan.validated,
-                            plan.repositories, plan.invalid, at=plan.scope.at if plan.scope else None)
+                            plan.repositories, plan.invalid, at=plan.scope.at if plan.scope else None,
+                            read_by=plan.read_by)
 
 
 def memory_verdict(memory_id: str, observations: list[Observation]) -> MemoryVerdict:

@@ -290,7 +290,7 @@ def cited(home: Home, refs: list[str], *, repo: str | os.PathLike[str] = ".", li
         "repository": {"path": str(cur.path), "repository_id": cur.identity.repository_id,
                        "former_ids": list(cur.former_ids()), "head": cur.head, "dirty": cur.dirty,
                        "snapshot_id": cur.snapshot_id if cur.exact_current else None,
-                       "exact_current": cur.exact_current},
+                       "exact_current": cur.exact_current, "indexing_s": cur.indexing_s},
         "refs": [t.to_json() for t in resolved],
         "memories": [memory_json(f, report.receipts) for f in shown],
         "candidates": total, "validated": len(chosen), "truncated": max(0, total - len(chosen)),

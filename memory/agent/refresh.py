@@ -35,6 +35,7 @@ from citegraph.validator import decisions, pipeline
 from citegraph.validator.capture import receipt_evidence, resolve_each, respell
 from citegraph.validator.decisions import Reason
 from citegraph.validator.model import Observation, Receipt
+from citegraph.validator.next_steps import still_indexing
 from citegraph.validator.refs import parse_ref
 
 ACCEPTS = ("relocated", "successor")
@@ -134,7 +135,12 @@ def refresh(home: Home, memory_ids: list[str] | None = None, *, all_memories: bo
     new_by_id: dict[str, Receipt] = {}
     if todo:
         if not cur.exact_current:
+            if cur.indexing_s is not None:  # through the service, its build still running
+                raise CitegraphError(f"{still_indexing(cur.indexing_s)}; nothing was written", "retry in a moment",
+                                     code=1, retryable=True, kind=str(Reason.RACING))
             raise CitegraphError("no exact-current snapshot to re-capture at; nothing was written",
+                                 "the running citegraph service has not built it (`citegraph status` and the "
+                                 "service log say why); retry" if cur.service else
                                  "run `citegraph index` (or keep `citegraph serve` running), then retry", code=1,
                                  retryable=True, kind=str(Reason.NOT_CURRENT))
         parsed = [parse_ref(_new_ref(r, o, cur)) for _, r, o, _ in todo]

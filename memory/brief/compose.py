@@ -75,8 +75,12 @@ def _moved(r: Receipt, d: dict[str, Any] | None) -> bool:
         d["start_line"] is None or (d["start_line"], d["end_line"]) == (r.start_line, r.end_line)))
 
 
-def _item(rank: int, mem: Memory, cand: Candidate, v: MemoryVerdict) -> Item:
+def _item(rank: int, mem: Memory, cand: Candidate, v: MemoryVerdict,
+          read_by: dict[str, tuple[bool, float | None]] | None = None) -> Item:
     receipts = {r.id: r for r in mem.citations}
+    # how its repository was read (through the service, still indexing): the next steps' words
+    service, indexing_s = next(((read_by or {})[r.id] for r in mem.citations if r.id in (read_by or {})),
+                               (False, None))
     cites = []
     bad = []
     moved: set[str] = set()
@@ -101,7 +105,8 @@ def _item(rank: int, mem: Memory, cand: Candidate, v: MemoryVerdict) -> Item:
     elif v.freshness == "unknown":
         reason = v.reason or "unknown"
         # the same next steps as validate's (validator/next_steps.py)
-        hints = list(dict.fromkeys(next_step(x, command="brief") or x for x in reason.split(",")))
+        hints = list(dict.fromkeys(next_step(x, command="brief", service=service, indexing_s=indexing_s) or x
+                                   for x in reason.split(",")))
         if v.warnings and not mem.citations:
             hints = [v.warnings[0]]  # e.g. "source commit is 3 commit(s) behind HEAD"
         issues.append({"kind": "unknown-memory-freshness", "memory_id": mem.id, "message": _short("; ".join(hints))})
@@ -244,7 +249,7 @@ def run_brief(home: Home, task: str, *, project: str | None = None, workset: str
         except CitegraphError:
             pass  # busy: the next brief recomputes; observations are deterministic
 
-    items = [_item(rank, m, c, v) for rank, ((c, m), v) in enumerate(zip(pairs, res.verdicts,
+    items = [_item(rank, m, c, v, res.read_by) for rank, ((c, m), v) in enumerate(zip(pairs, res.verdicts,
                                                                          strict=True), start=1)]
     global_issues: list[dict[str, Any]] = []
     if res.limited:

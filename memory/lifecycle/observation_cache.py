@@ -13,6 +13,7 @@ import threading
 
 import pyarrow as pa
 
+from citegraph.memory.lifecycle import read_memo
 from citegraph.memory.lifecycle.store import MemoryStore
 from citegraph.validator.model import Observation, Observed
 
@@ -29,6 +30,23 @@ class StoreCache:
     def put_many(self, snapshot_id: str, observations: list[Observation]) -> None:
         with self._lock:
             self.new.setdefault(snapshot_id, []).extend(observations)
+
+    def prefill(self, wanted: dict[str, list[str]]) -> dict[str, list[str]]:
+        """Take what this process already holds (memory/lifecycle/read_memo.py: the service);
+        the pairs left for ``load`` to read from the store."""
+        pairs = [(sid, cid) for sid, cids in wanted.items() for cid in cids]
+        self.known.update(read_memo.observations(pairs))
+        left: dict[str, list[str]] = {}
+        for sid, cid in pairs:
+            if (sid, cid) not in self.known:
+                left.setdefault(sid, []).append(cid)
+        return left
+
+    def remember(self) -> None:
+        """Keep what this validation read and computed for the process's next requests."""
+        if read_memo.enabled():
+            read_memo.keep_observations({**self.known, **{(sid, o.citation_id): o for sid, obs in self.new.items()
+                                                          for o in obs}})
 
     def load(self, ms: MemoryStore, wanted: dict[str, list[str]]) -> None:
         """One query for every (snapshot, citation) pair (``Plan.wanted()``)."""
