@@ -59,6 +59,9 @@ def next_step(reason: str | None, *, at: str | None = None, command: str = "vali
     if service and first == Reason.NOT_CURRENT:
         return ("the running citegraph service has not built this state (`citegraph status` and the "
                 f"service log say why), then {_again(command)}")
+    if service and first == Reason.FILTER_DRIVER:  # the service indexes the commit itself
+        return ("the file is uncommitted and git stores it through a filter driver citegraph never "
+                f"runs: commit it (or `git add` it), then {_again(command)}")
     step = _STEPS.get(first) or _LEGACY_STEPS.get(first)
     return step.format(again=_again(command)) if step else None
 
