@@ -11,6 +11,7 @@ import os
 import socket
 import stat
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,15 +43,7 @@ def check_private_dir(path: Path | str) -> None:
     """Raise ``Untrusted`` unless ``path`` is a real directory (not a symlink) owned by
     this process's uid with no group or other permission bits. Another user who owns the
     directory (they created ``/tmp/citegraph-<uid>`` first) can replace the socket in it."""
-    try:
-        st = os.lstat(path)
-    except OSError as exc:
-        raise Untrusted(f"{path}: {exc.strerror or exc}") from None
-    if not stat.S_ISDIR(st.st_mode):
-        raise Untrusted(f"{path} is not a directory (a symlink or another file)")
-    uid = os.getuid()
-    if st.st_uid != uid:
-        raise Untrusted(f"{path} is owned by uid {st.st_uid}, not by you (uid {uid})")
+    st = _owned(path, stat.S_ISDIR, "a directory (a symlink or another file)")
     if st.st_mode & 0o077:
         raise Untrusted(f"{path} has mode {stat.S_IMODE(st.st_mode):04o}, not 0700 (other users may replace "
                         "the socket in it)")
@@ -60,15 +53,22 @@ def check_socket_file(path: Path | str) -> None:
     """Raise ``Untrusted`` unless ``path`` is a socket (not a symlink) owned by this uid,
     in a directory ``check_private_dir`` accepts."""
     check_private_dir(os.path.dirname(os.path.abspath(path)))
+    _owned(path, stat.S_ISSOCK, "a socket")
+
+
+def _owned(path: Path | str, is_kind: Callable[[int], bool], kind: str) -> os.stat_result:
+    """``lstat`` of ``path``, which must be ``kind`` (never followed through a symlink) and
+    owned by this process's uid; else ``Untrusted`` saying which."""
     try:
         st = os.lstat(path)
     except OSError as exc:
         raise Untrusted(f"{path}: {exc.strerror or exc}") from None
-    if not stat.S_ISSOCK(st.st_mode):
-        raise Untrusted(f"{path} is not a socket")
+    if not is_kind(st.st_mode):
+        raise Untrusted(f"{path} is not {kind}")
     uid = os.getuid()
     if st.st_uid != uid:
         raise Untrusted(f"{path} is owned by uid {st.st_uid}, not by you (uid {uid})")
+    return st
 
 
 def peer_uid(sock: socket.socket) -> int | None:
