@@ -28,6 +28,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 import blake3
@@ -36,6 +37,7 @@ import pyarrow as pa
 
 from citegraph.graph.store import Home
 from citegraph.indexer.errors import CitegraphError
+from citegraph.memory.lifecycle import store_lock
 from citegraph.validator.model import Observation, Observed, Receipt
 
 MEMORY_SCHEMA_VERSION = 3
@@ -712,7 +714,9 @@ class _Gate:
 
     linger_s = 0.0  # set for the whole process by MemoryStore.keep_open_between_calls
 
-    def __init__(self) -> None:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lock_fd: int | None = None  # the sidecar lock held while ``con`` is open (store_lock)
         self.cond = threading.Condition()
         self.writer = threading.RLock()  # read-write calls, one at a time (a thread may nest)
         self.con: duckdb.DuckDBPyConnection | None = None
@@ -732,7 +736,13 @@ class _Gate:
                 self.cond.wait(min(left, 0.05))
             if self.con is None:
                 rw = want_rw or _Gate.linger_s > 0
-                self.con = connect(rw)
+                fd = store_lock.acquire(self.path, rw, deadline)
+                try:
+                    self.con = connect(rw)
+                except BaseException:
+                    store_lock.release(fd)
+                    raise
+                self.lock_fd = fd
                 self.read_write = rw
             self.users += 1
             self.epoch += 1
@@ -763,7 +773,11 @@ class _Gate:
 
     def _close(self) -> None:
         assert self.con is not None
-        self.con.close()
+        try:
+            self.con.close()  # checkpoints and removes the write-ahead log: under the lock
+        finally:
+            store_lock.release(self.lock_fd)
+            self.lock_fd = None
         self.con = None
         self.read_write = False
         self.broken = False
@@ -794,7 +808,7 @@ def _gate(path: Any) -> _Gate:
             if _GATES_PID[0] != os.getpid():
                 _GATES.clear()
                 _GATES_PID[0] = os.getpid()
-            _GATES[key] = _Gate()
+            _GATES[key] = _Gate(Path(key))
         return _GATES[key]
 
 
