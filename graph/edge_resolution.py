@@ -93,7 +93,7 @@ def write_resolution(con: duckdb.DuckDBPyConnection, base_path: str | os.PathLik
             con.execute("INSERT INTO main.import_targets SELECT * FROM _imports")
         return int(con.execute("SELECT count(*) FROM main.resolved_edges").fetchall()[0][0])
     finally:
-        for name in (*STEP_TABLES, "_imports", "_aff_edges", "_aff_named", "_aff_names", "_aff_files"):
+        for name in (*STEP_TABLES, *AFFECTED_TABLES, "_imports"):
             with contextlib.suppress(duckdb.Error):
                 con.execute(f"DROP TABLE IF EXISTS {name}")
         for t in ("symbols", "edges", "files"):
@@ -103,6 +103,8 @@ def write_resolution(con: duckdb.DuckDBPyConnection, base_path: str | os.PathLik
             con.execute(f"DETACH {alias}")
 
 
+AFFECTED_TABLES = ("_aff_names", "_aff_sym", "_aff_named", "_aff_before", "_aff_after", "_aff_moved",
+                   "_aff_importers", "_aff_own", "_aff_edges1", "_aff_edges", "_aff_files")
 STEP_TABLES = ("_r_e", "_r_s", "_r_anc", "_r_imp", "_r_imp_syms", "_r_uniq", "_r_cand", "_r_best", "_r_impe")
 
 
@@ -211,15 +213,22 @@ def _affected(con: duckdb.DuckDBPyConnection, base: str) -> None:
     con.execute(f"""CREATE OR REPLACE TEMP TABLE _aff_names AS
         SELECT DISTINCT name FROM main.symbols
         UNION SELECT DISTINCT s.name FROM {base}.symbols s SEMI JOIN main.overrides o ON o.path = s.path""")
-    family = "coalesce(CASE {l} WHEN 'typescript' THEN 'js' WHEN 'tsx' THEN 'js' WHEN 'javascript' THEN 'js' END, {l})"
-    uniq = """SELECT {fam} AS fam, name, ek, CASE WHEN count(*) = 1 THEN min(handle) END AS h
-        FROM (SELECT s.*, 'references' AS ek FROM {src} s SEMI JOIN _aff_names n ON n.name = s.name
-              UNION ALL SELECT s.*, 'calls' FROM {src} s SEMI JOIN _aff_names n ON n.name = s.name
-                WHERE s.kind IN {callable}
-              UNION ALL SELECT s.*, 'inherits' FROM {src} s SEMI JOIN _aff_names n ON n.name = s.name
-                WHERE s.kind IN {types})
+    # The symbols named like a changed symbol, read once (the few columns uniqueness needs):
+    # the base's rows, marked when their path changed, and the changed paths' new rows.
+    # Before = the base's rows; after = the unchanged base rows and the new ones.
+    family = "coalesce(CASE language WHEN 'typescript' THEN 'js' WHEN 'tsx' THEN 'js' WHEN 'javascript' THEN 'js' " \
+             "END, language)"
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE _aff_sym AS
+        SELECT {family} AS fam, s.name, s.handle, s.kind, 'base' AS side,
+               s.path IN (SELECT path FROM main.overrides) AS gone
+          FROM {base}.symbols s SEMI JOIN _aff_names n ON n.name = s.name
+        UNION ALL SELECT {family}, s.name, s.handle, s.kind, 'new', false FROM main.symbols s""")
+    uniq = f"""SELECT fam, name, k.ek, CASE WHEN count(*) = 1 THEN min(handle) END AS h
+        FROM (SELECT * FROM _aff_sym WHERE {{rows}}) s,
+             (VALUES ('references'), ('calls'), ('inherits')) k(ek)
+        WHERE k.ek = 'references' OR (k.ek = 'calls' AND s.kind IN {_kinds(CALLABLE)})
+           OR (k.ek = 'inherits' AND s.kind IN {_kinds(TYPES)})
         GROUP BY ALL"""
-    args = {"fam": family.format(l="language"), "callable": _kinds(CALLABLE), "types": _kinds(TYPES)}
     # The edges named like a changed symbol are found first (one pass over the union's
     # edges, no join); the conditions then join only those, and the changed paths' edges.
     con.execute(f"""CREATE OR REPLACE TEMP TABLE _aff_named AS
@@ -227,25 +236,27 @@ def _affected(con: duckdb.DuckDBPyConnection, base: str) -> None:
                          regexp_extract(e.target, '([^.:]+)$', 1) AS name
                        FROM _u_edges e WHERE e.kind IN {_kinds(RESOLVED_KINDS[:3])})
         WHERE name IN (SELECT name FROM _aff_names)""")
-    con.execute(f"""CREATE OR REPLACE TEMP TABLE _aff_edges AS
-        WITH before AS ({uniq.format(src=f"{base}.symbols", **args)}),
-        after AS ({uniq.format(src="_u_symbols", **args)}),
-        moved AS (SELECT DISTINCT name FROM (
-          SELECT * FROM (SELECT * FROM before EXCEPT SELECT * FROM after)
-          UNION ALL SELECT * FROM (SELECT * FROM after EXCEPT SELECT * FROM before))),
-        importers AS (SELECT path FROM _imports WHERE target_path IN (SELECT path FROM main.overrides)
-          UNION SELECT path FROM {base}.import_targets WHERE target_path IN (SELECT path FROM main.overrides)),
-        dirs AS (SELECT DISTINCT parse_dirpath(path) AS d FROM main.overrides),
-        own AS (SELECT path FROM main.overrides UNION SELECT path FROM _aff_files)
+    con.execute("CREATE OR REPLACE TEMP TABLE _aff_before AS " + uniq.format(rows="side = 'base'"))
+    con.execute("CREATE OR REPLACE TEMP TABLE _aff_after AS " + uniq.format(rows="NOT gone"))
+    con.execute("""CREATE OR REPLACE TEMP TABLE _aff_moved AS SELECT DISTINCT name FROM (
+          SELECT * FROM (SELECT * FROM _aff_before EXCEPT SELECT * FROM _aff_after)
+          UNION ALL SELECT * FROM (SELECT * FROM _aff_after EXCEPT SELECT * FROM _aff_before))""")
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE _aff_importers AS
+        SELECT path FROM _imports WHERE target_path IN (SELECT path FROM main.overrides)
+          UNION SELECT path FROM {base}.import_targets WHERE target_path IN (SELECT path FROM main.overrides)""")
+    con.execute("""CREATE OR REPLACE TEMP TABLE _aff_own AS SELECT path FROM main.overrides
+        UNION SELECT path FROM _aff_files""")
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE _aff_edges1 AS
         SELECT e.path, e.source_handle, e.kind, e.target, e.line, e.blob_id FROM _u_edges e
-          WHERE e.kind IN {_kinds(RESOLVED_KINDS)} AND (e.path IN (SELECT path FROM own)
-            OR (e.kind = 'imports' AND e.path IN (SELECT path FROM importers)))
+          WHERE e.kind IN {_kinds(RESOLVED_KINDS)} AND (e.path IN (SELECT path FROM _aff_own)
+            OR (e.kind = 'imports' AND e.path IN (SELECT path FROM _aff_importers)))""")
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE _aff_edges AS SELECT * FROM _aff_edges1
         UNION ALL
         SELECT e.path, e.source_handle, e.kind, e.target, e.line, e.blob_id FROM _aff_named e
           LEFT JOIN _u_files f ON f.path = e.path
-          WHERE e.path NOT IN (SELECT path FROM own) AND (e.path IN (SELECT path FROM importers)
-            OR e.name IN (SELECT name FROM moved) OR (f.language IN {_kinds(PACKAGE_IS_DIRECTORY)}
-              AND parse_dirpath(e.path) IN (SELECT d FROM dirs)))""")
+          WHERE e.path NOT IN (SELECT path FROM _aff_own) AND (e.path IN (SELECT path FROM _aff_importers)
+            OR e.name IN (SELECT name FROM _aff_moved) OR (f.language IN {_kinds(PACKAGE_IS_DIRECTORY)}
+              AND parse_dirpath(e.path) IN (SELECT DISTINCT parse_dirpath(path) FROM main.overrides)))""")
 
 
 class FileIndex:
