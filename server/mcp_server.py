@@ -303,12 +303,14 @@ def wire_result(types: Any, out: ToolOutcome) -> Any:
 
 def tool_listing(types: Any, t: ToolSpec) -> Any:
     """One tool as ``tools/list`` publishes it: title, description, input and output
-    schemas, annotations (the hints of docs/mcp.md's table)."""
+    schemas, annotations (the hints of docs/mcp.md's table). The destructive and
+    idempotent hints are left out of a read-only tool's annotations: the MCP spec gives
+    them meaning only when ``readOnlyHint`` is false; the title is the tool's own."""
+    hints: dict[str, bool] = {"read_only_hint": t.read_only, "open_world_hint": False}
+    if not t.read_only:
+        hints |= {"destructive_hint": t.destructive, "idempotent_hint": t.idempotent}
     return types.Tool(name=t.name, title=t.title or None, description=t.description, input_schema=t.input_schema(),
-                      output_schema=t.output_schema(),
-                      annotations=types.ToolAnnotations(title=t.title or None, read_only_hint=t.read_only,
-                                                        destructive_hint=t.destructive, idempotent_hint=t.idempotent,
-                                                        open_world_hint=False))
+                      output_schema=t.output_schema(), annotations=types.ToolAnnotations(**hints))
 
 
 def _roots_of(ctx: Any) -> Callable[[], Awaitable[list[str] | None]] | None:
