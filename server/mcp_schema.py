@@ -149,6 +149,25 @@ def _refs_to(node: Any, name: str, found: list[dict[str, Any]]) -> list[dict[str
     return found
 
 
+_DEPENDS = {"additionalProperties": {"properties", "patternProperties"}, "items": {"prefixItems"},
+            "then": {"if"}, "else": {"if"}, "minContains": {"contains"}, "maxContains": {"contains"}}
+"""Keywords whose meaning depends on others beside them (JSON Schema 2020-12)."""
+
+
+def _mergeable(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether one schema holding the keywords of ``a`` and ``b`` means ``a`` and ``b``:
+    no keyword differs, and none reads a keyword that only the other side holds."""
+    if any(k in a and a[k] != v for k, v in b.items()):
+        return False
+    for x, y in ((a, b), (b, a)):
+        for key in x:
+            if key in ("unevaluatedProperties", "unevaluatedItems") and set(y) - set(x):
+                return False
+            if _DEPENDS.get(key, set()) & (set(y) - set(x)):
+                return False
+    return True
+
+
 def _inline_one(doc: dict[str, Any]) -> bool:
     """Copy one definition into its uses where that is no longer than keeping it; False
     when none is. A use with other keywords beside ``$ref`` takes the definition's
@@ -159,7 +178,7 @@ def _inline_one(doc: dict[str, Any]) -> bool:
         if _refs_to(body, name, []) or "$defs" in body:
             continue
         uses = _refs_to(doc, name, [])
-        if any(any(k in use and use[k] != v for k, v in body.items()) for use in uses):
+        if not all(_mergeable({k: v for k, v in use.items() if k != "$ref"}, body) for use in uses):
             continue
         ref = _size({"$ref": _REF + name})
         if len(uses) * _size(body) <= _size(body) + _size(name) + 2 + len(uses) * ref:
