@@ -11,6 +11,7 @@ its key and value as compact JSON; "other" is the name, title and annotations.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -20,10 +21,13 @@ from citegraph.bench.mcp_start import INIT
 PARTS = ("description", "inputSchema", "outputSchema")
 
 
-def tools_list_line(cwd: str) -> bytes:
-    """The raw `tools/list` answer line of a freshly spawned `citegraph mcp`."""
+def tools_list_line(cwd: str, home: str) -> bytes:
+    """The raw `tools/list` answer line of a freshly spawned `citegraph mcp` (data home
+    ``home``), as a client reads it: what tests/test_mcp_schemas.py bounds."""
     cmd = [sys.executable, "-m", "citegraph.cli.main", "mcp", "--no-service"]
-    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd)
+    env = {**os.environ, "CITEGRAPH_HOME": home}
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd,
+                         env=env)
     assert p.stdin is not None and p.stdout is not None
     try:
         for msg in (INIT, {"jsonrpc": "2.0", "method": "notifications/initialized"},
@@ -43,7 +47,7 @@ def size(value: object) -> int:
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        line = tools_list_line(tmp)
+        line = tools_list_line(tmp, os.path.join(tmp, "home"))
     tools = json.loads(line)["result"]["tools"]
     totals = dict.fromkeys((*PARTS, "other"), 0)
     print(f"{'tool':<18} {'total':>6} " + " ".join(f"{p:>12}" for p in (*PARTS, "other")))

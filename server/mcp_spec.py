@@ -313,7 +313,7 @@ _COMMAND_TOOLS = [
     (re.compile(r"(?:run )?`?citegraph index --rev [^\s,;`]+`?"), "call the `index` tool with the `rev` argument"),
     (re.compile(r"(?:run )?`?citegraph index`?(?: \(or `?citegraph (?:serve|watch)`?\))?"),
      "call the `index` tool"),
-    (re.compile(r"(?:run )?`?citegraph workset prepare(?: NAME| \S+)?`?"), "call the `workset_prepare` tool"),
+    (re.compile(r"(?:run )?`?citegraph workset prepare(?: NAME| \S+)?`?"), "call the `workset` tool with op prepare"),
     (re.compile(r"`?citegraph refresh`?"), "the `refresh` tool"),
     (re.compile(r"`?citegraph (status|validate|brief|remember|find|symbols|cited)`?"), r"the `\1` tool"),
 ]
