@@ -346,3 +346,27 @@ def test_the_tool_list_is_lean(home):
                    prose(v, not in_props and k in ("properties", "$defs")) for k, v in o.items())
 
     assert not any(prose(t["outputSchema"]) for t in tools)
+
+
+def test_the_workset_tool_takes_each_ops_own_arguments(world, home):
+    """One `workset` tool for seven ops: an argument of another op, or a missing one this
+    op needs, is a usage error naming it (the older workset_<op> tools take only theirs)."""
+    async def main():
+        d = Dispatcher(home)
+        return [await d.call("workset", args) for args in (
+            {"op": "show", "workset": "w", "paths": [world["root"]]},
+            {"op": "prepare"},
+            {"op": "add", "workset": "w"},
+            {"op": "list", "concurrency": 2},
+            {"op": "create", "workset": "w", "paths": [world["root"]]},
+            {"op": "list"},
+            {"op": "show", "workset": "w"})]
+
+    other_op, no_name, no_paths, list_extra, created, listed, shown = anyio.run(main)
+    for out, words in ((other_op, "op show takes no `paths`"), (no_name, "op prepare needs the `workset`"),
+                       (no_paths, "op add needs the `paths`"), (list_extra, "op list takes no `concurrency`")):
+        assert out.is_error and out.data["error"]["kind"] == "usage" and out.data["error"]["code"] == 2, out.text
+        assert words in out.text and " --" not in out.text, out.text
+    assert not created.is_error and created.data["members"][0]["path"] == world["root"]
+    assert [w["name"] for w in listed.data["worksets"]] == ["w"]
+    assert shown.data == created.data
