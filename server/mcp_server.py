@@ -1,10 +1,11 @@
 """``citegraph mcp``: a stdio MCP server (official ``mcp`` SDK, low-level server).
 
 Tools (``citegraph.server.mcp_tools``, SPEC §11, §19) cover what an agent does: find,
-symbols, index, status, remember, cited, refresh, brief, validate, list, show, history and
-the workset_* tools. Arguments are the CLI options in camelCase. Every tool has a title,
-a description, described arguments, annotations and an ``outputSchema`` — the JSON Schema
-of the matching CLI command's ``--json`` (docs/schemas/, via ``citegraph.schemas``). A
+symbols, index, status, remember, cited, refresh, brief, validate, list, show, history,
+graph and workset. Arguments are the CLI options in camelCase. Every tool has a title,
+a one-line description, described arguments, annotations and an ``outputSchema`` — the
+structure of the JSON Schema of the matching CLI command's ``--json`` (docs/schemas/, via
+``citegraph.schemas``; ``mcp_schema``: tools/list stays within 30 KB). A
 result's ``structuredContent`` is that structure (times in ISO 8601) and its text part is
 the same JSON. An expected error is a tool error (``isError``) whose text is one line
 worded for MCP (tool arguments, never CLI flags: ``mcp_spec.mcp_wording``). It carries no

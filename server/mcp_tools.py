@@ -1,7 +1,8 @@
 """The MCP tool table (SPEC §11, §19; docs/mcp.md): one ``ToolSpec`` per tool, each with
-a title, a description of what it does and when to use it, every argument described,
-its annotations, and ``output``: the JSON Schema (docs/schemas/) of its result, which
-is exactly the matching CLI command's ``--json`` output.
+a title, a one-line description of what it does and when to use it, every argument
+described in a line, its annotations, and ``output``: the JSON Schema (docs/schemas/) of
+its result, which is exactly the matching CLI command's ``--json`` output. Every byte of
+it is in each agent's context (tools/list ≤ 30 KB: tests/test_mcp_schemas.py).
 
 Adding a tool is one entry in ``TOOLS`` (and its handler): name, title, description,
 arguments, handler, ``output=`` a schema name in docs/schemas/, and the hints.
