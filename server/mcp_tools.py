@@ -298,7 +298,7 @@ def _workset(op: str | None) -> Callable[[ToolContext, dict[str, Any]], dict[str
         tool = "workset" if op is None else f"workset_{op}"
         _, allowed, required, _ = WORKSET_OPS[which]
         if op is None:  # the one tool takes every op's arguments: say which this op does not
-            extra = sorted(set(a) - {"op", *allowed})
+            extra = sorted(set(a) - {"op", "callerCwd", *allowed})  # callerCwd: any op (agents pass it always)
             if extra:
                 raise usage_error(f"workset: op {which} takes no `{extra[0]}` argument",
                                   f"the arguments of op {which} are {', '.join(('op', *allowed))}")

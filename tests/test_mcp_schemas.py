@@ -350,7 +350,8 @@ def test_the_tool_list_is_lean(home):
 
 def test_the_workset_tool_takes_each_ops_own_arguments(world, home):
     """One `workset` tool for seven ops: an argument of another op, or a missing one this
-    op needs, is a usage error naming it (the older workset_<op> tools take only theirs)."""
+    op needs, is a usage error naming it (the older workset_<op> tools take only theirs);
+    `callerCwd`, which agents pass to every tool, every op accepts."""
     async def main():
         d = Dispatcher(home)
         return [await d.call("workset", args) for args in (
@@ -360,7 +361,7 @@ def test_the_workset_tool_takes_each_ops_own_arguments(world, home):
             {"op": "list", "concurrency": 2},
             {"op": "create", "workset": "w", "paths": [world["root"]]},
             {"op": "list"},
-            {"op": "show", "workset": "w"})]
+            {"op": "show", "workset": "w", "callerCwd": world["root"]})]  # callerCwd: every op takes it
 
     other_op, no_name, no_paths, list_extra, created, listed, shown = anyio.run(main)
     for out, words in ((other_op, "op show takes no `paths`"), (no_name, "op prepare needs the `workset`"),
