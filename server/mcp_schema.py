@@ -5,12 +5,14 @@ all tools). The schema files in docs/schemas/ stay the one source and the full c
 the CLI's ``--json``, the tests and people read them. A tool publishes their structure:
 
 - ``structure`` keeps what says what a result looks like (``type``, ``properties``,
-  ``required``, ``items``, ``enum``/``const``, ``$ref``/``$defs`` and the composition
-  keywords) and drops value constraints (``pattern``, ``format``, bounds), closed objects
+  ``items``, a map's value schema, ``enum``/``const``, ``$ref``/``$defs`` and the
+  composition keywords) and drops value constraints (``pattern``, ``format``, bounds),
+  which keys are always present (``required``), closed objects
   (``additionalProperties``/``unevaluatedProperties`` false), cross-field invariants
-  (``if``/``then``/``else``, ``not``) and the prose. The result is never stricter: every
-  instance the full schema accepts, it accepts (``oneOf`` becomes ``anyOf``, whose branches
-  may overlap once their constraints are gone).
+  (``if``/``then``/``else``, ``not``) and the prose: 33.1 KB → 28.4 KB for all tools with
+  ``required`` alone (docs/mcp.md "Lean tools" weighs each). The result is never
+  stricter: every instance the full schema accepts, it accepts (``oneOf`` becomes
+  ``anyOf``, whose branches may overlap once their constraints are gone).
 - ``compact`` then rewrites it to an equivalent, shorter document: local definitions named
   without their file prefix, a definition copied into its uses where that is shorter, and
   ``anyOf [null, {type: T, …}]`` as ``{type: [T, null], …}``.
