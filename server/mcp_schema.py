@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import json
+from functools import cache
 from typing import Any
 
 from citegraph import schemas
@@ -50,7 +51,14 @@ _ONLY_FOR = {
 
 def output_schema(*names: str) -> dict[str, Any]:
     """What a tool publishes as ``outputSchema`` for results of schema ``names`` (several:
-    a tool whose ``op`` chooses the result, as ``workset``)."""
+    a tool whose ``op`` chooses the result, as ``workset``). A private copy: callers may
+    change it."""
+    return copy.deepcopy(_published(names))
+
+
+@cache
+def _published(names: tuple[str, ...]) -> dict[str, Any]:
+    """Computed once a process (~0.1 s for every tool), not at each ``tools/list``."""
     return compact(structure(union(names) if len(names) > 1 else schemas.bundled(names[0])))
 
 
