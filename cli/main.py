@@ -82,7 +82,7 @@ SHORT_HELP: dict[str, str] = {
     'list': 'List memories.',
     'mcp': (
         'Run the MCP server on stdin/stdout (tools: find, symbols, index, status, remember, '
-        'cited, refresh, brief, validate, list, show, history, workset_*). It runs the '
+        'cited, refresh, brief, validate, list, show, history, graph, workset). It runs the '
         'resident service in-process (or uses the one already running for this data home), so'
         " the agent's graph is always current. Register it with your agent client: see "
         'docs/mcp.md.'

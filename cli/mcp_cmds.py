@@ -22,7 +22,7 @@ from citegraph.server.mcp_server import DEFAULT_CALL_TIMEOUT_S, DEFAULT_MAX_THRE
 @handle_errors
 def mcp(ctx: click.Context, call_timeout: float, max_calls: int, no_service: bool) -> None:
     """Run the MCP server on stdin/stdout (tools: find, symbols, index, status, remember,
-    cited, refresh, brief, validate, list, show, history, workset_*). It runs the resident service in-process (or uses the one already
+    cited, refresh, brief, validate, list, show, history, graph, workset). It runs the resident service in-process (or uses the one already
     running for this data home), so the agent's graph is always current. Register it with
     your agent client: see docs/mcp.md."""
     serve(get_home(ctx), call_timeout=call_timeout, max_threads=max_calls, host_service=not no_service)

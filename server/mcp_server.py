@@ -1,10 +1,11 @@
 """``citegraph mcp``: a stdio MCP server (official ``mcp`` SDK, low-level server).
 
 Tools (``citegraph.server.mcp_tools``, SPEC §11, §19) cover what an agent does: find,
-symbols, index, status, remember, cited, refresh, brief, validate, list, show, history and
-the workset_* tools. Arguments are the CLI options in camelCase. Every tool has a title,
-a description, described arguments, annotations and an ``outputSchema`` — the JSON Schema
-of the matching CLI command's ``--json`` (docs/schemas/, via ``citegraph.schemas``). A
+symbols, index, status, remember, cited, refresh, brief, validate, list, show, history,
+graph and workset. Arguments are the CLI options in camelCase. Every tool has a title,
+a one-line description, described arguments, annotations and an ``outputSchema`` — the
+structure of the JSON Schema of the matching CLI command's ``--json`` (docs/schemas/, via
+``citegraph.schemas``; ``mcp_schema``: tools/list stays within 30 KB). A
 result's ``structuredContent`` is that structure (times in ISO 8601) and its text part is
 the same JSON. An expected error is a tool error (``isError``) whose text is one line
 worded for MCP (tool arguments, never CLI flags: ``mcp_spec.mcp_wording``). It carries no
@@ -303,12 +304,14 @@ def wire_result(types: Any, out: ToolOutcome) -> Any:
 
 def tool_listing(types: Any, t: ToolSpec) -> Any:
     """One tool as ``tools/list`` publishes it: title, description, input and output
-    schemas, annotations (the hints of docs/mcp.md's table)."""
+    schemas, annotations (the hints of docs/mcp.md's table). The destructive and
+    idempotent hints are left out of a read-only tool's annotations: the MCP spec gives
+    them meaning only when ``readOnlyHint`` is false; the title is the tool's own."""
+    hints: dict[str, bool] = {"read_only_hint": t.read_only, "open_world_hint": False}
+    if not t.read_only:
+        hints |= {"destructive_hint": t.destructive, "idempotent_hint": t.idempotent}
     return types.Tool(name=t.name, title=t.title or None, description=t.description, input_schema=t.input_schema(),
-                      output_schema=t.output_schema(),
-                      annotations=types.ToolAnnotations(title=t.title or None, read_only_hint=t.read_only,
-                                                        destructive_hint=t.destructive, idempotent_hint=t.idempotent,
-                                                        open_world_hint=False))
+                      output_schema=t.output_schema(), annotations=types.ToolAnnotations(**hints))
 
 
 def _roots_of(ctx: Any) -> Callable[[], Awaitable[list[str] | None]] | None:

@@ -54,7 +54,8 @@ text part of a result is always the result as JSON."""
 class ToolSpec:
     """One MCP tool. ``properties`` are the arguments' JSON Schemas, each with a
     ``description``; ``output`` names the JSON Schema of the result (docs/schemas/,
-    the CLI command's ``--json``), published as the tool's ``outputSchema``. The hints
+    the CLI command's ``--json``; several when ``op`` chooses), published (its structure)
+    as the tool's ``outputSchema``. The hints
     are MCP tool annotations (docs/mcp.md has the table)."""
 
     name: str
@@ -66,7 +67,7 @@ class ToolSpec:
     lanes: Callable[[dict[str, Any]], list[str]] | None = None
     """The lane keys of a call (default: the repository of ``callerCwd``); see ``Dispatcher``."""
     title: str = ""
-    output: str | None = None
+    output: str | tuple[str, ...] | None = None
     destructive: bool = False
     idempotent: bool = False
     needs_cwd: Callable[[dict[str, Any]], bool] | None = None
@@ -86,48 +87,33 @@ class ToolSpec:
         return self.needs_cwd(args) if self.needs_cwd is not None else True
 
     def input_schema(self) -> dict[str, Any]:
+        """The arguments as ``tools/list`` publishes them. The memory text and the task
+        carry their length limit (a limit of the data); the generic bounds every string
+        and list gets against hostile input (``MAX_STRING_CHARS``, ``MAX_LIST_ITEMS``) are
+        enforced by ``check_args`` and documented in docs/mcp.md, not repeated on every
+        argument of every tool (issue 22: tools/list ≤ 30 KB)."""
         props: dict[str, dict[str, Any]] = {}
         for name, prop in self.properties.items():
-            prop = dict(prop)
-            longest = max_text_bytes() if name in TEXT_ARGS else MAX_STRING_CHARS
-            if prop.get("type") == "string":
-                prop["maxLength"] = longest
-            elif prop.get("type") == "array":
-                prop["maxItems"] = MAX_LIST_ITEMS
-                prop["items"] = {**prop.get("items", {}), "maxLength": longest}
-            props[name] = prop
-        return {"type": "object", "properties": props, "required": list(self.required),
-                "additionalProperties": False}
+            props[name] = {**prop, "maxLength": max_text_bytes()} if name in TEXT_ARGS else dict(prop)
+        schema: dict[str, Any] = {"type": "object", "properties": props}
+        if self.required:
+            schema["required"] = list(self.required)
+        return {**schema, "additionalProperties": False}
+
+    def outputs(self) -> tuple[str, ...]:
+        """The schema names a result may follow (several when an ``op`` argument chooses)."""
+        if self.output is None:
+            return ()
+        return (self.output,) if isinstance(self.output, str) else tuple(self.output)
 
     def output_schema(self) -> dict[str, Any] | None:
-        """The bundled JSON Schema of the result without its prose (``lean_schema``): the
-        same constraints as docs/schemas/<output>.schema.json, a third of the size."""
+        """The structure of docs/schemas/<output>.schema.json, as small as it gets
+        (``mcp_schema.output_schema``: value constraints and prose stay in the file)."""
         if self.output is None:
             return None
-        from citegraph.schemas import bundled
+        from citegraph.server.mcp_schema import output_schema
 
-        return lean_schema(bundled(self.output))
-
-
-PROSE_KEYWORDS = frozenset({"description", "title", "$comment", "examples", "$schema", "$id"})
-
-
-def lean_schema(schema: Any, *, in_properties: bool = False) -> Any:
-    """``schema`` without the keywords that document but never constrain (descriptions,
-    titles, comments, examples, ``$schema``/``$id``): validation is unchanged, and the
-    prose stays in docs/schemas/ where people read it. Keys of ``properties`` (and of
-    ``$defs``) are names, never keywords: a property called ``description`` is kept."""
-    if isinstance(schema, list):
-        return [lean_schema(x) for x in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = {}
-    for key, value in schema.items():
-        if in_properties:
-            out[key] = lean_schema(value)
-        elif key not in PROSE_KEYWORDS:
-            out[key] = lean_schema(value, in_properties=key in ("properties", "$defs", "patternProperties"))
-    return out
+        return output_schema(*self.outputs())
 
 
 # --- argument checking ---------------------------------------------------------------------
@@ -327,7 +313,7 @@ _COMMAND_TOOLS = [
     (re.compile(r"(?:run )?`?citegraph index --rev [^\s,;`]+`?"), "call the `index` tool with the `rev` argument"),
     (re.compile(r"(?:run )?`?citegraph index`?(?: \(or `?citegraph (?:serve|watch)`?\))?"),
      "call the `index` tool"),
-    (re.compile(r"(?:run )?`?citegraph workset prepare(?: NAME| \S+)?`?"), "call the `workset_prepare` tool"),
+    (re.compile(r"(?:run )?`?citegraph workset prepare(?: NAME| \S+)?`?"), "call the `workset` tool with op prepare"),
     (re.compile(r"`?citegraph refresh`?"), "the `refresh` tool"),
     (re.compile(r"`?citegraph (status|validate|brief|remember|find|symbols|cited)`?"), r"the `\1` tool"),
 ]

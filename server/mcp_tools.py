@@ -1,7 +1,8 @@
 """The MCP tool table (SPEC §11, §19; docs/mcp.md): one ``ToolSpec`` per tool, each with
-a title, a description of what it does and when to use it, every argument described,
-its annotations, and ``output``: the JSON Schema (docs/schemas/) of its result, which
-is exactly the matching CLI command's ``--json`` output.
+a title, a one-line description of what it does and when to use it, every argument
+described in a line, its annotations, and ``output``: the JSON Schema (docs/schemas/) of
+its result, which is exactly the matching CLI command's ``--json`` output. Every byte of
+it is in each agent's context (tools/list ≤ 30 KB: tests/test_mcp_schemas.py).
 
 Adding a tool is one entry in ``TOOLS`` (and its handler): name, title, description,
 arguments, handler, ``output=`` a schema name in docs/schemas/, and the hints.
@@ -29,22 +30,16 @@ from citegraph.server.mcp_spec import (
 )
 
 # --- argument schemas ---------------------------------------------------------------------
+# One line each: tools/list is read into every agent's context (issue 22, docs/mcp.md "Lean tools").
 
-CWD = {"type": "string", "description":
-       "Absolute path of your working directory: selects the repository. Optional: default the client's git "
-       "root, else the server's own directory, else the only repository known."}
-PROJECT = {"type": "string", "description": "Only memories of this project (a name: letters, digits, _ - .)."}
-WORKSET = {"type": "string", "description": "The workset's name (a named set of repositories; see workset_create)."}
-MEMORY_ID = {"type": "string", "description": "The memory's id (cgm_…), as remember, list or brief return it."}
-MEMORY_IDS = {"type": "array", "items": {"type": "string"},
-              "description": "Only these memories (ids cgm_…); default: every active memory."}
+CWD = {"type": "string", "description": "Your working directory, absolute (default: client root or server cwd)."}
+PROJECT = {"type": "string", "description": "Only this project's memories."}
+WORKSET = {"type": "string", "description": "The workset's name."}
+MEMORY_ID = {"type": "string", "description": "The memory's id (cgm_…)."}
+MEMORY_IDS = {"type": "array", "items": {"type": "string"}, "description": "Only these memories (default: all active)."}
 CODE_REFS = {"type": "array", "items": {"type": "string"}, "description":
-             "Code to cite, at most 8: a file path, path#L10-L24 (a span), path::Qualified.name (a symbol, "
-             "optionally [N] for the N-th definition of that name), or a cgs_/cgr_ handle from find or symbols. "
-             "Paths may be repository-relative, relative to callerCwd, absolute inside the repository, or a GitHub blob URL of "
-             "the same repository."}
-PATHS = {"type": "array", "items": {"type": "string"},
-         "description": "Repository paths (absolute, or relative to callerCwd)."}
+             "What it rests on (≤8): path, path#L10-L24, path::Qualified.name or a handle from find."}
+PATHS = {"type": "array", "items": {"type": "string"}, "description": "Repositories (absolute or relative to callerCwd)."}
 
 
 def _s(description: str, **kw: Any) -> dict[str, Any]:
@@ -273,56 +268,57 @@ def _history(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
 
 # --- worksets ----------------------------------------------------------------------------
 
-def _ws_paths(a: dict[str, Any], tool: str) -> list[str]:
-    paths = list(a.get("paths") or [])
-    cwd = caller_cwd(a, required=any(not os.path.isabs(p) for p in paths), tool=tool)
-    return abs_paths(paths, cwd)
+WRITE = {"read_only": False, "destructive": False}
+WORKSET_OPS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...], dict[str, bool]]] = {
+    # op: (output schema, its arguments, the required ones, its hints) — `citegraph workset OP`
+    "create": ("workset", ("workset", "paths", "callerCwd"), ("workset",), {**WRITE, "idempotent": False}),
+    "add": ("workset", ("workset", "paths", "callerCwd"), ("workset", "paths"), {**WRITE, "idempotent": True}),
+    "remove": ("workset", ("workset", "paths", "callerCwd"), ("workset", "paths"),
+               {**WRITE, "destructive": True, "idempotent": True}),
+    "list": ("workset-list", (), (), {"read_only": True, "destructive": False, "idempotent": True}),
+    "show": ("workset", ("workset",), ("workset",), {"read_only": True, "destructive": False, "idempotent": True}),
+    "prepare": ("workset-prepare", ("workset", "callerCwd", "concurrency"), ("workset",),
+                {**WRITE, "idempotent": True}),
+    "status": ("workset-status", ("workset",), ("workset",),
+               {"read_only": True, "destructive": False, "idempotent": True}),
+}
+"""The operations of the ``workset`` tool; each is also callable under its older name
+``workset_<op>`` (unlisted)."""
 
 
-def _workset_create(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
-    from citegraph.memory.worksets import workset as ws
+def _workset(op: str | None) -> Callable[[ToolContext, dict[str, Any]], dict[str, Any]]:
+    """The handler of the ``workset`` tool (``op`` from the arguments), or of an older
+    ``workset_<op>`` name (``citegraph workset <op> --json``)."""
 
-    return ws.create(ctx.home, a["workset"], _ws_paths(a, "workset_create"))
+    def handler(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
+        from citegraph.memory import api
+        from citegraph.memory.worksets import workset as ws
 
+        which = op or a["op"]
+        tool = "workset" if op is None else f"workset_{op}"
+        _, allowed, required, _ = WORKSET_OPS[which]
+        if op is None:  # the one tool takes every op's arguments: say which this op does not
+            extra = sorted(set(a) - {"op", "callerCwd", *allowed})  # callerCwd: any op (agents pass it always)
+            if extra:
+                raise usage_error(f"workset: op {which} takes no `{extra[0]}` argument",
+                                  f"the arguments of op {which} are {', '.join(('op', *allowed))}")
+            missing = [n for n in required if not a.get(n)]
+            if missing:
+                raise usage_error(f"workset: op {which} needs the `{missing[0]}` argument",
+                                  f"pass the `{missing[0]}` argument")
+        if which == "list":
+            return ws.list_worksets(ctx.home)
+        name = a["workset"]
+        if which == "prepare":
+            return _to_json(api.workset_prepare(ctx.home, name, concurrency=a.get("concurrency")))
+        if which in ("show", "status"):
+            return ws.show(ctx.home, name) if which == "show" else ws.status(ctx.home, name)
+        paths = list(a.get("paths") or [])
+        cwd = caller_cwd(a, required=any(not os.path.isabs(p) for p in paths), tool=tool)
+        edit = {"create": ws.create, "add": ws.add, "remove": ws.remove}[which]
+        return edit(ctx.home, name, abs_paths(paths, cwd))
 
-def _workset_add(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
-    from citegraph.memory.worksets import workset as ws
-
-    return ws.add(ctx.home, a["workset"], _ws_paths(a, "workset_add"))
-
-
-def _workset_remove(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
-    from citegraph.memory.worksets import workset as ws
-
-    return ws.remove(ctx.home, a["workset"], _ws_paths(a, "workset_remove"))
-
-
-def _workset_list(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
-    from citegraph.memory.worksets import workset as ws
-
-    return ws.list_worksets(ctx.home)
-
-
-def _workset_show(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
-    from citegraph.memory.worksets import workset as ws
-
-    return ws.show(ctx.home, a["workset"])
-
-
-def _workset_prepare(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
-    from citegraph.memory import api
-
-    return _to_json(api.workset_prepare(ctx.home, a["workset"], concurrency=a.get("concurrency")))
-
-
-def _workset_status(ctx: ToolContext, a: dict[str, Any]) -> dict[str, Any]:
-    from citegraph.memory.worksets import workset as ws
-
-    return ws.status(ctx.home, a["workset"])
-
-
-def _no_cwd(_a: dict[str, Any]) -> bool:
-    return False
+    return handler
 
 
 def _paths_need_cwd(a: dict[str, Any]) -> bool:
@@ -337,14 +333,13 @@ def _file_lanes(a: dict[str, Any]) -> list[str]:
 
 
 # --- the table -----------------------------------------------------------------------------
+# Descriptions are one line, what and when (the CLI equivalents are in docs/mcp.md).
 
 READ = {"read_only": True, "destructive": False, "idempotent": True}
-DEPENDENCY_DEPTH = _i("How far to follow an exact symbol citation's recorded dependencies for dependency-changed "
-                      "advisories (0: off; default 1; docs/graph.md).", 0, 3)
+DEPENDENCY_DEPTH = _i("Dependency hops for dependency-changed advisories (0: off; default 1).", 0, 3)
 GRAPH_ARGS = {"callerCwd": CWD,
-              "ref": _s("The symbol: path::Qualified.name (optionally [N]), a cgs_/cgr_ handle from find or "
-                        "symbols, or a GitHub blob URL of a line in the repository."),
-              "depth": _i("How many hops to follow (default 1).", 1, 5)}
+              "ref": _s("The symbol: path::Qualified.name or a handle from find."),
+              "depth": _i("Hops (default 1).", 1, 5)}
 GRAPH_OPS = ("callers", "callees", "deps", "dependents")
 GRAPH_TOOLS = (
     ("callers", "Who calls this symbol", "The symbols that call REF, through the resolved call edges of the "
@@ -357,190 +352,110 @@ GRAPH_TOOLS = (
     ("dependents", "What depends on this symbol", "Everything that calls, references or inherits REF: what a "
      "change to it touches. Use it to find the code (and, with cited, the memories) a change can affect."),
 )
+WORKSET_ARGS = {
+    "op": {"type": "string", "enum": list(WORKSET_OPS), "description":
+           "create/add/remove (paths), show, list, prepare (index all; before brief or validate), status."},
+    "workset": {**WORKSET, "description": "The workset's name (every op but list)."},
+    "paths": {**PATHS, "description": "create/add/remove: repositories (absolute or relative to callerCwd)."},
+    "concurrency": _i("prepare: members built at once (default 2).", 1, 64),
+    "callerCwd": CWD,
+}
 
 TOOLS: dict[str, ToolSpec] = {t.name: t for t in (
     ToolSpec(
-        "find",
-        "Search the symbols of the repository's exact-current snapshot by name or qualified name and return "
-        "their handles (cgs_…), paths and lines. Use it to find the handle or path::Name to cite in remember, "
-        "or to look up where a function or class is defined now. Same as `citegraph find NAME --json`.",
-        {"callerCwd": CWD, "name": _s("The symbol's name, qualified name, prefix or glob, e.g. next_delay, RetryPolicy.next_delay, Context.inv or 'invok*'; best matches first."),
-         "limit": _i("At most this many symbols (default 50; truncated says when more match).", 1, 500),
-         "kinds": {"type": "array", "items": {"type": "string"},
-                   "description": "Only symbols of these kinds (e.g. function, method, class)."},
-         "path": _s("Only symbols under this file or directory, or matching this glob (relative to callerCwd, "
-                    "repository-relative, or absolute inside the repository).")},
+        "find", "Find symbols by name: handles, paths and lines. Use it to locate code or get the ref to cite.",
+        {"callerCwd": CWD, "name": _s("Name, qualified name, prefix or glob (e.g. Policy.next_delay, 'invok*')."),
+         "limit": _i("Most symbols returned (default 50).", 1, 500),
+         "kinds": {"type": "array", "items": {"type": "string"}, "description": "Only these kinds (function, class…)."},
+         "path": _s("Only under this file, directory or glob.")},
         ("name",), _find, title="Find symbols", output="find", **READ),
     ToolSpec(
-        "symbols",
-        "List every symbol of one file in the exact-current snapshot, with handles (cgs_…) and lines. Use it "
-        "before remember to pick what to cite in a file you have read. Same as `citegraph symbols FILE --json`.",
-        {"callerCwd": CWD, "file": _s("The file: absolute, or relative to callerCwd.")},
+        "symbols", "Every symbol of one file with handles and lines. Use it to pick what to cite.",
+        {"callerCwd": CWD, "file": _s("The file (absolute or relative to callerCwd).")},
         ("file",), _symbols, title="Symbols of a file", output="symbols", lanes=_file_lanes,
         needs_cwd=lambda a: not (isinstance(a.get("file"), str) and os.path.isabs(a["file"])), **READ),
     ToolSpec(
-        "index",
-        "Build (or reuse) the snapshot of the repository's current state — the worktree with its uncommitted "
-        "edits, or the commit `rev` — so remember can capture and validate can judge against it. Call it when "
-        "status says no exact-current snapshot exists, or when a remember or validate error tells you to; with "
-        "the resident service running the snapshot is usually current already. Same as `citegraph index --json`.",
-        {"callerCwd": CWD, "rev": _s("Index this commit (read from the object database) instead of the worktree.")},
+        "index", "Build or reuse the snapshot of the worktree (or commit rev). Call it when status has no "
+        "exact-current one.",
+        {"callerCwd": CWD, "rev": _s("Index this commit instead of the worktree.")},
         (), _index, title="Index the repository", output="index", read_only=False, destructive=False,
         idempotent=True),
     ToolSpec(
-        "status",
-        "The repository's identity, HEAD, dirty state, snapshots and whether an exact-current snapshot is "
-        "ready (needed by remember and for verdicts). Use it to see whether to call index, or why citations "
-        "come back unknown/not-current. Same as `citegraph status --json`.",
-        {"callerCwd": CWD}, (), _status, title="Repository and snapshot status", output="status",
+        "status", "HEAD, dirty state, snapshots and whether an exact-current one is ready (remember needs it).",
+        {"callerCwd": CWD}, (), _status, title="Repository status", output="status",
         aliases=("index_status",), **READ),
     ToolSpec(
-        "remember",
-        "Store a memory — a claim about the code — with code citations resolved against the exact-current "
-        "snapshot, so later readers can tell whether it still holds. Use it when you learned something worth "
-        "keeping that rests on specific code; cite what it rests on (codeRefs). Writing the same (project, "
-        "topic) again makes a new revision. Fails, retryably, when no exact-current snapshot exists (call "
-        "index). Same as `citegraph remember --json`.",
-        {"callerCwd": CWD, "text": _s("The claim to remember (stored and always shown as quoted data)."),
+        "remember", "Store a claim about the code, its citations checked against the exact current code. Use it "
+        "for what rests on specific code.",
+        {"callerCwd": CWD, "text": _s("The claim (stored and shown as quoted data)."),
          "kind": {"type": "string", "enum": ["durable", "handoff"],
-                  "description": "durable: a lasting fact (default); handoff: a note for the next session."},
-         "project": _s("The memory's project (default: default)."),
-         "topic": _s("Stable topic; writing the same (project, topic) again makes a new revision."),
+                  "description": "durable (default) or handoff (a note for the next session)."},
+         "project": _s("Project (default: default)."),
+         "topic": _s("Stable topic: the same project and topic make a new revision."),
          "codeRefs": CODE_REFS,
-         "supersedes": _s("Id of the memory (cgm_…) this one replaces."),
-         "sourceCommit": _s("Legacy provenance: the commit the claim was made at (for a claim without codeRefs)."),
-         "author": _s("Who wrote the claim (provenance)."),
-         "agentId": _s("The agent's id (provenance)."), "sessionId": _s("The session's id (provenance).")},
-        ("text",), _remember, title="Remember a claim about the code", output="remember", read_only=False,
+         "supersedes": _s("Id of the memory this one replaces."),
+         "sourceCommit": _s("Commit the claim was made at (legacy: no codeRefs)."),
+         "author": _s("Author (provenance)."), "agentId": _s("Agent id (provenance)."),
+         "sessionId": _s("Session id (provenance).")},
+        ("text",), _remember, title="Remember a claim", output="remember", read_only=False,
         destructive=False, idempotent=False),
     ToolSpec(
-        "cited",
-        "The memories whose citations touch the given code — a file, overlapping lines, a symbol or a moved "
-        "copy of it — each with its current freshness. Use it before changing code to learn what is known "
-        "about it and which claims the change may make stale. Same as `citegraph cited REF… --json`.",
-        {"callerCwd": CWD, "codeRefs": {**CODE_REFS, "description": "The code: a path, path#L10-L24, "
-                                        "path::Qualified.name or a cgs_ handle (relative to the repository root)."},
-         "limit": _i("Memories validated and returned (default 24).", 1, 200),
+        "cited", "Memories citing this code, with their freshness. Use it before changing the code.",
+        {"callerCwd": CWD, "codeRefs": {**CODE_REFS, "description": "The code: path, path#L10-L24, "
+                                        "path::Qualified.name or a handle."},
+         "limit": _i("Most memories (default 24).", 1, 200),
          "includeArchived": _b("Include archived memories.")},
-        ("codeRefs",), _cited, title="Memories citing this code", output="cited", **READ),
+        ("codeRefs",), _cited, title="Memories citing code", output="cited", **READ),
     ToolSpec(
-        "refresh",
-        "Re-anchor memories whose cited code moved: a new revision with receipts re-captured at the observed "
-        "place, the old receipts kept in history. Use it after validate or brief reports relocated citations "
-        "(or, with accept successor, a renamed symbol); never for changed, deleted or unknown ones. Pass "
-        "dryRun to see what would change. Same as `citegraph refresh --json`.",
-        {"callerCwd": CWD, "memoryIds": {**MEMORY_IDS, "description": "The memories to refresh (ids cgm_…)."},
-         "all": _b("Every active memory with citations (instead of memoryIds)."),
-         "accept": _s("What may be re-anchored: relocated (default), successor (a changed symbol's unique "
-                      "successor), or relocated,successor."),
-         "dryRun": _b("Report what would change; write nothing."), "project": PROJECT},
+        "refresh", "Re-anchor memories whose cited code moved (a new revision). Use it when validate or brief "
+        "reports relocated.",
+        {"callerCwd": CWD, "memoryIds": {**MEMORY_IDS, "description": "The memories to refresh."},
+         "all": _b("Every active memory (instead of memoryIds)."),
+         "accept": _s("relocated (default), successor, or relocated,successor."),
+         "dryRun": _b("Only report what would change."), "project": PROJECT},
         (), _refresh, title="Refresh moved citations", output="refresh", read_only=False, destructive=False,
         idempotent=True),
     ToolSpec(
-        "brief",
-        "A context brief for a task: the relevant memories, each with its freshness validated against the "
-        "current code, stale ones apart — bounded in work and size, never indexing. Use it at the start of a "
-        "task (and when you change focus) to recall what is known. Same as `citegraph brief --json`.",
-        {"callerCwd": CWD, "task": _s("What you are about to do, in words (drives recall)."), "project": PROJECT,
-         "workset": {**WORKSET, "description": "Validate against the members of this prepared workset instead "
-                     "of callerCwd's repository."},
-         "codeRefs": {**CODE_REFS, "description": "Code you are working on (paths, path::Name, handles): "
-                      "memories citing it rank first."},
-         "budgetTokens": _i("Size bound of the whole answer in tokens (ceil(utf8 bytes / 4); default 1250).",
-                            800, 1500),
+        "brief", "Memories relevant to a task, validated against the current code. Use it when a task starts.",
+        {"callerCwd": CWD, "task": _s("What you are about to do (drives recall)."), "project": PROJECT,
+         "workset": {**WORKSET, "description": "Read this prepared workset instead of callerCwd's repository."},
+         "codeRefs": {**CODE_REFS, "description": "Code you work on: memories citing it rank first."},
+         "budgetTokens": _i("Size bound of the answer in tokens (default 1250).", 800, 1500),
          "dependencyDepth": DEPENDENCY_DEPTH},
-        ("task",), _brief, title="Context brief for a task", output="brief", lanes=workset_lanes,
+        ("task",), _brief, title="Brief for a task", output="brief", lanes=workset_lanes,
         needs_cwd=lambda a: not a.get("workset"), **READ),
     ToolSpec(
-        "validate",
-        "Check memories' citations against the exact current code: each is exact, relocated, changed, "
-        "deleted or unknown (with a reason), and each memory fresh, stale or unknown. Use it to audit "
-        "memories before relying on them or after a change. Same as `citegraph validate --json`.",
+        "validate", "Check memories against the current code: fresh, stale or unknown, and why. Use it before "
+        "relying on them.",
         {"callerCwd": CWD, "memoryIds": MEMORY_IDS, "project": PROJECT,
-         "at": _s("Validate against the snapshot of this indexed commit (e.g. a branch or sha) instead of the "
-                  "current state."),
-         "repos": {**PATHS, "description": "Repositories in scope (absolute, or relative to callerCwd); default: "
-                   "callerCwd's."},
-         "workset": {**WORKSET, "description": "Validate against the members of this prepared workset "
-                     "(not with repos or at)."},
+         "at": _s("Validate at this indexed commit instead of the current state."),
+         "repos": {**PATHS, "description": "Repositories (default: callerCwd's)."},
+         "workset": {**WORKSET, "description": "Validate across this prepared workset (not with repos or at)."},
          "dependencyDepth": DEPENDENCY_DEPTH},
         (), _validate, title="Validate memories", output="validate", lanes=validate_lanes,
         needs_cwd=lambda a: not a.get("repos") and not a.get("workset"), **READ),
     ToolSpec(
-        "list",
-        "List stored memories with their receipts (no validation). Use it to browse what is remembered, or "
-        "to find a memory's id. Same as `citegraph list --json`.",
+        "list", "Stored memories with their citations, not validated. Use it to browse or find an id.",
         {"project": PROJECT, "includeArchived": _b("Include archived memories.")},
         (), _list, title="List memories", output="list", lanes=lambda a: [], **READ),
     ToolSpec(
-        "show",
-        "One stored memory with its text and receipts (no validation; validate says whether it holds). Use it "
-        "to read a memory named by brief, cited or list. Same as `citegraph show ID --json`.",
+        "show", "One stored memory with its text and citations, not validated (validate says if it holds).",
         {"memoryId": MEMORY_ID}, ("memoryId",), _show, title="Show a memory", output="show",
         lanes=lambda a: [], **READ),
     ToolSpec(
-        "history",
-        "Every revision of a memory, oldest first, with the receipts each held and what refresh replaced. Use "
-        "it to see how a claim and its evidence changed. Same as `citegraph history ID --json`.",
+        "history", "Every revision of a memory, with its citations and what refresh replaced.",
         {"memoryId": MEMORY_ID}, ("memoryId",), _history, title="History of a memory", output="history",
         lanes=lambda a: [], **READ),
     ToolSpec(
-        "workset_create",
-        "Create a workset: a named set of repositories (a monorepo family, the services of a product) to "
-        "prepare once and then brief and validate across. Use it when a task spans several repositories. "
-        "Same as `citegraph workset create NAME PATH… --json`.",
-        {"workset": WORKSET, "paths": PATHS, "callerCwd": CWD},
-        ("workset",), _workset_create, title="Create a workset", output="workset", lanes=workset_lanes,
-        needs_cwd=_paths_need_cwd, read_only=False, destructive=False, idempotent=False),
+        "workset", "Named sets of repositories to brief and validate across; op chooses what to do.",
+        WORKSET_ARGS, ("op",), _workset(None), title="Worksets",
+        output=tuple(dict.fromkeys(o for o, *_ in WORKSET_OPS.values())), lanes=workset_lanes,
+        needs_cwd=_paths_need_cwd, read_only=False, destructive=True, idempotent=False),
     ToolSpec(
-        "workset_add",
-        "Add repositories to a workset. Same as `citegraph workset add NAME PATH… --json`.",
-        {"workset": WORKSET, "paths": {**PATHS, "description": "The repositories to add (absolute, or relative "
-                                       "to callerCwd)."}, "callerCwd": CWD},
-        ("workset", "paths"), _workset_add, title="Add repositories to a workset", output="workset",
-        lanes=workset_lanes, needs_cwd=_paths_need_cwd, read_only=False, destructive=False, idempotent=True),
-    ToolSpec(
-        "workset_remove",
-        "Remove repositories from a workset (their snapshots are unpinned; nothing else is deleted). Same as "
-        "`citegraph workset remove NAME PATH… --json`.",
-        {"workset": WORKSET, "paths": {**PATHS, "description": "The members to remove (as listed by "
-                                       "workset_show, or relative to callerCwd)."}, "callerCwd": CWD},
-        ("workset", "paths"), _workset_remove, title="Remove repositories from a workset", output="workset",
-        lanes=workset_lanes, needs_cwd=_paths_need_cwd, read_only=False, destructive=True, idempotent=True),
-    ToolSpec(
-        "workset_list",
-        "List the worksets with their member counts. Use it to find a workset's name. Same as "
-        "`citegraph workset list --json`.",
-        {}, (), _workset_list, title="List worksets", output="workset-list", lanes=lambda a: [], **READ),
-    ToolSpec(
-        "workset_show",
-        "A workset's members and what the last prepare found for each. Same as "
-        "`citegraph workset show NAME --json`.",
-        {"workset": WORKSET}, ("workset",), _workset_show, title="Show a workset", output="workset",
-        lanes=workset_lanes, **READ),
-    ToolSpec(
-        "workset_prepare",
-        "Index every member of a workset to exact-current and pin those snapshots, reporting each member "
-        "ready, missing or failed with a reason. Call it before brief or validate with a workset (they never "
-        "build). Same as `citegraph workset prepare NAME --json`.",
-        {"workset": WORKSET, "callerCwd": {**CWD, "description": "Not needed (the workset names its "
-                                           "repositories); accepted for uniformity."},
-         "concurrency": _i("Members built at once (default 2).", 1, 64)},
-        ("workset",), _workset_prepare, title="Prepare a workset", output="workset-prepare", read_only=False,
-        destructive=False, idempotent=True, lanes=workset_lanes, needs_cwd=_no_cwd),
-    ToolSpec(
-        "workset_status",
-        "Whether every member of a workset has an exact-current snapshot that prepare pinned (never builds). "
-        "Use it to decide whether to call workset_prepare. Same as `citegraph workset status NAME --json`.",
-        {"workset": WORKSET}, ("workset",), _workset_status, title="Workset readiness",
-        output="workset-status", lanes=workset_lanes, **READ),
-    ToolSpec(
-        "graph",
-        "The symbol graph around REF in the exact-current snapshot (resolved edges): op callers = who calls "
-        "it, callees = what it calls, deps = everything it calls, references or inherits, dependents = "
-        "everything that does so to it. Use it before changing a symbol (callers, dependents) or trusting a "
-        "memory about it (callees, deps). Same as `citegraph graph OP REF --json`.",
-        {"op": {"type": "string", "enum": list(GRAPH_OPS), "description": "callers, callees, deps or dependents."},
+        "graph", "Symbols around ref through resolved edges: callers, callees, deps or dependents. Use it before "
+        "changing a symbol.",
+        {"op": {"type": "string", "enum": list(GRAPH_OPS),
+                "description": "callers, callees, deps (what it uses) or dependents (what uses it)."},
          **GRAPH_ARGS}, ("op", "ref"), _graph(None), title="Symbol graph", output="graph", **READ),
 )}
 
@@ -555,5 +470,8 @@ for _op, _title, _text in GRAPH_TOOLS:  # the graph_* tools before `graph` took 
     TOOLS[f"graph_{_op}"] = ToolSpec(
         f"graph_{_op}", f"{_text} Same as `graph` with op {_op}.", GRAPH_ARGS, ("ref",), _graph(_op),
         title=_title, output="graph", listed=False, **READ)
-
-
+for _op, (_out, _args, _required, _hints) in WORKSET_OPS.items():  # before `workset` took op (issue 22)
+    TOOLS[f"workset_{_op}"] = ToolSpec(
+        f"workset_{_op}", f"`workset` with op {_op} (kept for older clients).",
+        {n: WORKSET_ARGS[n] for n in _args}, _required, _workset(_op), title=f"Workset {_op}", output=_out,
+        lanes=workset_lanes, needs_cwd=_paths_need_cwd, listed=False, **_hints)

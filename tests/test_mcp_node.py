@@ -18,7 +18,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_mcp_schemas import LISTED, arguments, result_schema, world  # noqa: F401, F811  (world: the fixture)
 
+from citegraph import schemas
 from citegraph.graph.snapshot_builder import build_snapshot
 
 NODE_DIR = Path(__file__).parent / "node_sdk"
@@ -67,3 +69,20 @@ def test_tool_errors_reach_the_typescript_sdk_client(make_repo, home):
         assert line.startswith("citegraph: ") and "\n" not in line
         assert res["_meta"]["citegraph.dev/error"] == {**res["_meta"]["citegraph.dev/error"], "message": line,
                                                        "code": code}
+
+
+def test_every_listed_tool_result_passes_the_typescript_sdk_validation(world, home):  # noqa: F811
+    """The TypeScript SDK compiles each published outputSchema (Ajv) and checks every
+    result against it, throwing -32602 on a mismatch: every listed tool, every call of
+    tests/test_mcp_schemas.py's table (the workset tool through every op, whose schema is
+    one anyOf of the op results), passes — and the result still follows the full file."""
+    calls = [{"name": name, "arguments": args} for name, many in arguments(world).items() if name in LISTED
+             for args in many]
+    assert {c["name"] for c in calls} == LISTED
+    out = run_node(home, calls)
+    assert set(out["tools"]) == LISTED
+    for call, res in zip(calls, out["results"], strict=True):
+        assert "thrown" not in res, (call, res)
+        result = res["result"]
+        assert not result.get("isError"), (call, result["content"][0]["text"])
+        schemas.validator(result_schema(call["name"], call["arguments"])).validate(result["structuredContent"])

@@ -22,9 +22,9 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from citegraph import schemas
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.memory import api
+from citegraph.server.mcp_schema import output_schema
 from citegraph.server.mcp_server import Dispatcher, mcp_wording
-from citegraph.server.mcp_spec import lean_schema
-from citegraph.server.mcp_tools import TOOLS
+from citegraph.server.mcp_tools import TOOLS, WORKSET_OPS
 
 LISTED = {n for n, t in TOOLS.items() if t.listed}
 
@@ -102,6 +102,10 @@ def arguments(w: dict) -> dict[str, list[dict]]:
         "workset_prepare": [{"workset": "w", "concurrency": 1}],
         "workset_status": [{"workset": "w"}],
         "workset_remove": [{"workset": "w", "paths": [root]}],
+        "workset": [{"op": "create", "workset": "w2", "paths": [root]}, {"op": "add", "workset": "w2", "paths": ["."],
+                                                                        "callerCwd": root},
+                    {"op": "list"}, {"op": "show", "workset": "w2"}, {"op": "prepare", "workset": "w2"},
+                    {"op": "status", "workset": "w2"}, {"op": "remove", "workset": "w2", "paths": [root]}],
         "graph": [{"callerCwd": root, "op": op, "ref": "src/retry.py::keep_key"}
                   for op in ("callers", "callees", "deps", "dependents")]
         + [{"callerCwd": root, "op": "deps", "ref": "src/retry.py::RetryPolicy.next_delay", "depth": 2}],
@@ -109,6 +113,11 @@ def arguments(w: dict) -> dict[str, list[dict]]:
                            {"callerCwd": root, "ref": "src/retry.py::RetryPolicy.next_delay", "depth": 2}]
            for op in ("callers", "callees", "deps", "dependents")},
     }
+
+
+def result_schema(name: str, args: dict) -> str:
+    """The docs/schemas file a call's result follows (the workset tool's op chooses)."""
+    return WORKSET_OPS[args["op"]][0] if name == "workset" else TOOLS[name].outputs()[0]
 
 
 def test_every_tool_result_matches_its_output_schema(world, home):
@@ -134,10 +143,11 @@ def test_every_tool_result_matches_its_output_schema(world, home):
     for name, args, res in results:
         assert not res.is_error, (name, args, res.content[0].text)
         out_schema = listed[name].output_schema if name in listed else TOOLS[name].output_schema()
-        # the same file as the CLI's --json, without its prose (descriptions stay in docs/schemas/)
-        assert out_schema == lean_schema(schemas.bundled(TOOLS[name].output))
+        # the structure of the CLI's --json file (its constraints and prose stay in docs/schemas/)
+        assert out_schema == output_schema(*TOOLS[name].outputs())
         jsonschema.Draft202012Validator(out_schema).validate(res.structured_content)
-        schemas.validator(TOOLS[name].output).validate(res.structured_content)  # formats (timestamps) too
+        # the full file, constraints and formats (timestamps) included
+        schemas.validator(result_schema(name, args)).validate(res.structured_content)
         assert json.loads(res.content[0].text) == res.structured_content, name  # the text part is the JSON
     error_schema = schemas.validator("mcp-error")
     for res in errors:
@@ -162,21 +172,24 @@ def test_every_tool_and_argument_is_described(home):
         assert t.description and len(t.description) >= 40, t.name
         assert t.output_schema and t.output_schema.get("type") == "object", t.name
         a = t.annotations
-        assert a is not None and a.title == t.title
-        for hint in ("read_only_hint", "destructive_hint", "idempotent_hint", "open_world_hint"):
-            assert isinstance(getattr(a, hint), bool), (t.name, hint)
-        assert a.open_world_hint is False  # every tool works on local repositories only
-        if a.read_only_hint:
-            assert a.destructive_hint is False and a.idempotent_hint is True, t.name
+        assert a is not None and a.title is None  # the tool's own title serves (one copy)
+        assert isinstance(a.read_only_hint, bool) and a.open_world_hint is False  # local repositories only
+        # the MCP spec gives destructive/idempotent meaning only when readOnlyHint is false
+        hints = (a.destructive_hint, a.idempotent_hint)
+        assert hints == (None, None) if a.read_only_hint else all(isinstance(h, bool) for h in hints), t.name
+        assert a.read_only_hint == TOOLS[t.name].read_only
         for arg, prop in t.input_schema["properties"].items():
             assert isinstance(prop.get("description"), str) and prop["description"].strip(), (t.name, arg)
     by_name = {t.name: t.annotations for t in tools}
     assert not by_name["remember"].read_only_hint and not by_name["remember"].idempotent_hint
-    assert by_name["workset_remove"].destructive_hint is True
+    # one workset tool for every op: its hints are those of its strongest op (remove, create)
+    assert by_name["workset"].destructive_hint is True and by_name["workset"].idempotent_hint is False
+    assert not by_name["workset"].read_only_hint
     assert by_name["index"].idempotent_hint is True and not by_name["index"].read_only_hint
     assert all(by_name[n].read_only_hint for n in ("find", "symbols", "status", "brief", "validate", "list", "show",
-                                                   "cited", "history", "workset_list", "workset_show",
-                                                   "workset_status"))
+                                                   "cited", "history", "graph"))
+    # the older names keep their own, finer hints
+    assert TOOLS["workset_remove"].destructive and TOOLS["workset_show"].read_only
 
 
 def test_caller_cwd_comes_from_the_clients_roots(world, make_repo, home, tmp_path):
@@ -264,7 +277,7 @@ def api_repository_id(path: str) -> str:
     ("citegraph: z — run citegraph index --rev abc1, then the check",
      "citegraph: z — call the `index` tool with the `rev` argument, then the check"),
     ("--code-ref ignored: no such file", "the `codeRefs` argument ignored: no such file"),
-    ("citegraph: w — run citegraph workset prepare w", "citegraph: w — call the `workset_prepare` tool"),
+    ("citegraph: w — run citegraph workset prepare w", "citegraph: w — call the `workset` tool with op prepare"),
     ("citegraph: h — choose another --home", "citegraph: h — choose another --home"),  # how the server started
     ("citegraph: a--repo-b stays", "citegraph: a--repo-b stays"),
 ])
@@ -306,31 +319,55 @@ def test_find_tool_ranks_and_filters_like_the_cli(world, home):
 
 
 def test_the_tool_list_is_lean(home):
-    """Issue 22 item 4: tools/list is read into every agent's context. Output schemas are
-    published without their prose (the constraints are unchanged; the prose stays in
-    docs/schemas/), older names are callable but unlisted, and the graph_* family is one
-    `graph` tool with `op`. 93.5 KB before; the bound below is today's figure plus a margin
-    (the 30 KB target is not reached yet: docs/mcp.md "Lean tools")."""
-    async def steps(s):
-        return (await s.list_tools()).tools
+    """Issue 22 item 4 (SPEC §11): tools/list is read into every agent's context and stays
+    within 30,000 bytes as the client reads it off the wire (59,791 bytes for 20 tools
+    before; 93.5 KB for 24 before that). Output schemas are the structure of the
+    docs/schemas files (tests/test_mcp_output_schema.py), descriptions one line, older
+    names callable but unlisted; docs/mcp.md "Lean tools" says what was chosen."""
+    from citegraph.bench.mcp_tools_size import tools_list_line
 
-    tools = run_session(home, steps)
-    wire = json.dumps([t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in tools],
-                      separators=(",", ":"))
-    assert len(wire.encode()) <= 64_000, len(wire)
-    names = {t.name for t in tools}
-    assert "graph" in names and not names & {"index_status", "graph_callers", "graph_deps"}
+    line = tools_list_line(str(home.root), str(home.root))
+    tools = json.loads(line)["result"]["tools"]
+    assert len(line.rstrip(b"\n")) <= 30_000, len(line)
+    names = {t["name"] for t in tools}
+    assert names == LISTED and "graph" in names and "workset" in names
+    assert not names & {"index_status", "graph_callers", "graph_deps", "workset_create", "workset_list"}
+    for t in tools:
+        assert "\n" not in t["description"] and len(t["description"]) <= 140, t["name"]
+        for arg, prop in t["inputSchema"]["properties"].items():
+            assert len(prop["description"]) <= 120, (t["name"], arg)
 
     def prose(o, in_props=False):
         if isinstance(o, list):
             return any(prose(x) for x in o)
         if not isinstance(o, dict):
             return False
-        return any((not in_props and k in ("description", "title", "$comment")) or
+        return any((not in_props and k in ("description", "title", "$comment", "pattern", "format")) or
                    prose(v, not in_props and k in ("properties", "$defs")) for k, v in o.items())
 
-    assert not any(prose(t.output_schema) for t in tools)
-    # a property named like a keyword is a name, and kept
-    assert lean_schema({"type": "object", "description": "x", "properties": {
-        "description": {"type": "string", "description": "y"}}}) == {
-        "type": "object", "properties": {"description": {"type": "string"}}}
+    assert not any(prose(t["outputSchema"]) for t in tools)
+
+
+def test_the_workset_tool_takes_each_ops_own_arguments(world, home):
+    """One `workset` tool for seven ops: an argument of another op, or a missing one this
+    op needs, is a usage error naming it (the older workset_<op> tools take only theirs);
+    `callerCwd`, which agents pass to every tool, every op accepts."""
+    async def main():
+        d = Dispatcher(home)
+        return [await d.call("workset", args) for args in (
+            {"op": "show", "workset": "w", "paths": [world["root"]]},
+            {"op": "prepare"},
+            {"op": "add", "workset": "w"},
+            {"op": "list", "concurrency": 2},
+            {"op": "create", "workset": "w", "paths": [world["root"]]},
+            {"op": "list"},
+            {"op": "show", "workset": "w", "callerCwd": world["root"]})]  # callerCwd: every op takes it
+
+    other_op, no_name, no_paths, list_extra, created, listed, shown = anyio.run(main)
+    for out, words in ((other_op, "op show takes no `paths`"), (no_name, "op prepare needs the `workset`"),
+                       (no_paths, "op add needs the `paths`"), (list_extra, "op list takes no `concurrency`")):
+        assert out.is_error and out.data["error"]["kind"] == "usage" and out.data["error"]["code"] == 2, out.text
+        assert words in out.text and " --" not in out.text, out.text
+    assert not created.is_error and created.data["members"][0]["path"] == world["root"]
+    assert [w["name"] for w in listed.data["worksets"]] == ["w"]
+    assert shown.data == created.data
