@@ -8,7 +8,13 @@ Prints, for one run on this machine:
 - cold: ``citegraph index --rev BASE`` in a fresh data home (subprocess: wall, peak RSS);
 - incremental: the last N first-parent commits replayed one by one, both warm (in one
   process, what ``watch`` does) and from a cold process (``citegraph index --rev C``).
-Figures are reported as ratios to the floor measured in the same run.
+  Real commits touch any number of files: each replayed commit is listed with the number of
+  paths it changes, and the p50 is also given over the commits that change exactly one
+  file. A synthetic one-file commit (one appended definition) is
+  ``scale_bench --figures commit``, not this figure.
+Figures are reported as ratios to the floor measured in the same run. Run
+``python -m compileall`` first: whole-process times depend on ``.pyc`` files (said in the
+output, with the load average).
 """
 
 from __future__ import annotations
@@ -115,6 +121,19 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
 
+def _p50_ms(xs: list[float]) -> float | None:
+    return round(statistics.median(xs) * 1000, 1) if xs else None
+
+
+def _pyc_present() -> bool:
+    """Whether this package's modules have compiled ``.pyc`` files (``compileall`` was run)."""
+    import importlib.util
+
+    import citegraph.graph.snapshot_builder as mod
+
+    return os.path.exists(importlib.util.cache_from_source(mod.__file__))
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("repo")
@@ -145,6 +164,7 @@ def main(argv: list[str] | None = None) -> None:
         run_cli_index(path, tmp, str(base.id))
         coldproc: list[float] = []
         rss = 0.0
+        changed = [repo.diff(c.parents[0], c).stats.files_changed for c in replay]
         for c in replay:
             r = run_cli_index(path, tmp, str(c.id))
             coldproc.append(r["wall"])
@@ -160,6 +180,13 @@ def main(argv: list[str] | None = None) -> None:
         "cold_seconds": round(cold["wall"], 3), "cold_peak_rss_mib": round(cold["peak_rss_mib"], 1),
         "cold_over_floor": round(cold["wall"] / floor["seconds"], 2),
         "replayed_commits": len(replay),
+        "replayed_paths_changed": changed,
+        "replayed_warm_ms": [round(w * 1000, 1) for w in warm],
+        "replayed_cold_process_ms": [round(w * 1000, 1) for w in coldproc],
+        "one_file_commits": sum(1 for n in changed if n == 1),
+        "one_file_warm_p50_ms": _p50_ms([w for w, n in zip(warm, changed, strict=True) if n == 1]),
+        "one_file_cold_process_p50_ms": _p50_ms([w for w, n in zip(coldproc, changed, strict=True) if n == 1]),
+        "pyc_present": _pyc_present(), "load_average": [round(x, 2) for x in os.getloadavg()],
         "warm_p50_ms": round(statistics.median(warm) * 1000, 1) if warm else None,
         "warm_p95_ms": round(pct(warm, 0.95) * 1000, 1) if warm else None,
         "cold_process_p50_ms": round(statistics.median(coldproc) * 1000, 1) if coldproc else None,

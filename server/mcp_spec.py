@@ -17,6 +17,7 @@ from typing import Any
 
 from citegraph.graph.store import Home
 from citegraph.indexer.errors import CitegraphError
+from citegraph.memory.limits import MAX_TEXT_BYTES
 
 SERVER_NAME = "citegraph"
 REMEMBER_WAIT_S = 2.0  # through the service: wait this long for the overlay of an edit
@@ -123,17 +124,13 @@ class ToolSpec:
 MAX_STRING_CHARS = 4096
 """Longest string argument other than the memory text (``text``) and the task (``task``)."""
 MAX_LIST_ITEMS = 1000
-FALLBACK_MAX_TEXT_BYTES = 1024 * 1024
-"""Used until ``citegraph.memory.lifecycle.store.MAX_TEXT_BYTES`` (the limit shared by capture,
-import and MCP) exists in this installation."""
 TEXT_ARGS = frozenset({"text", "task"})
 _BAD_CHAR = re.compile("[\x00\ud800-\udfff]")
 
 
 def max_text_bytes() -> int:
-    from citegraph.memory.lifecycle import store
-
-    return int(getattr(store, "MAX_TEXT_BYTES", FALLBACK_MAX_TEXT_BYTES))
+    """The memory text limit shared by capture, import and MCP (a module that imports nothing)."""
+    return MAX_TEXT_BYTES
 
 
 def usage_error(what: str, todo: str) -> CitegraphError:

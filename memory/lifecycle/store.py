@@ -38,14 +38,12 @@ import pyarrow as pa
 from citegraph.graph.store import Home
 from citegraph.indexer.errors import CitegraphError
 from citegraph.memory.lifecycle import store_lock
+from citegraph.memory.limits import MAX_TEXT_BYTES
 from citegraph.validator.model import Observation, Observed, Receipt
 
 MEMORY_SCHEMA_VERSION = 3
 LOCK_WAIT_S = 10.0
 NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,128}")  # used with fullmatch: "team\n" is no name
-# One limit on memory text for every way in (capture, MCP, import, import-legacy): a memory
-# is a claim, briefs show at most 480 characters of it, and 64 KiB still fits one argv word.
-MAX_TEXT_BYTES = 64 * 1024
 TOKEN_RE = re.compile(r"[A-Za-z0-9_]+")
 
 RECEIPT_FIELDS = [f.name for f in fields(Receipt)]
