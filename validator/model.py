@@ -51,6 +51,10 @@ class Receipt:
     # {handle, path, qualified_name, ordinal, symbol_kind, fragment_hash, edge, tier,
     # depth, via}; None for a receipt captured before (or without) any (docs/graph.md).
     deps: str | None = None
+    # span and symbol: the token-sequence hash of the cited fragment at capture
+    # (indexer/tokens.py; SPEC §6.3a): None for a receipt captured before it existed, or
+    # whose fragment tokens cannot decide (then a change is never called cosmetic).
+    token_hash: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -110,10 +114,16 @@ class Observation(NamedTuple):
     # ``dependency-changed`` advisories (SPEC §21): never part of the outcome, never cached
     # with it (they depend on the requested depth); added by the pipeline after the tables.
     advisories: tuple[Advisory, ...] = ()
+    # A detail of ``changed`` (SPEC §6.3a): "cosmetic" when only comments or layout changed
+    # (``decisions.change_kind``); None otherwise. Added after the cache, like advisories.
+    change: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"outcome": self.outcome, "reason": self.reason,
-                "observed": self.observed.to_dict() if self.observed else None}
+        d = {"outcome": self.outcome, "reason": self.reason,
+             "observed": self.observed.to_dict() if self.observed else None}
+        if self.change:
+            d["change"] = self.change
+        return d
 
 
 class Advisory(NamedTuple):

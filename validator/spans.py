@@ -35,8 +35,14 @@ def _line_end(data: bytes, starts: list[int], idx: int) -> int:
 
 def span_bytes(data: bytes, start: int, end: int, starts: list[int] | None = None) -> bytes:
     """Bytes of 1-based lines start..end inclusive, without the last line's newline."""
+    a, b = span_range(data, start, end, starts)
+    return data[a:b]
+
+
+def span_range(data: bytes, start: int, end: int, starts: list[int] | None = None) -> tuple[int, int]:
+    """The byte range ``span_bytes`` returns, as (start, end) offsets."""
     starts = starts if starts is not None else line_starts(data)
-    return data[starts[start - 1] : _line_end(data, starts, end - 1)]
+    return starts[start - 1], _line_end(data, starts, end - 1)
 
 
 def hash_bytes(b: bytes) -> str:
