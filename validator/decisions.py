@@ -258,6 +258,32 @@ def _distinct(rows: tuple[SymbolRow, ...], cited_handle: str | None) -> list[Sym
     return [seen[h] for h in sorted(seen)]
 
 
+# --- cosmetic change (SPEC §6.3a): a detail of ``changed``, never a verdict ------------------
+
+COSMETIC = "cosmetic"
+
+
+def change_kind(r: Receipt, o: Observation, observed_token_hash: str | None) -> str | None:
+    """``cosmetic`` when a ``changed`` span or symbol citation's code did not change —
+    the fragment now at the cited place (the cited handle, the cited span's lines as the
+    diff maps them) has the token-sequence hash the receipt recorded (indexer/tokens.py:
+    leaf tokens, tree shape, comments out) — else None. A successor is another symbol,
+    never cosmetic; a receipt without a token hash (captured before, or not token-exact)
+    and a fragment the tokens cannot decide (None) keep today's answer."""
+    if o.outcome != "changed" or o.observed is None:
+        return None
+    if r.kind == "symbol":
+        if o.observed.handle != r.handle:
+            return None  # a successor: another symbol's code
+    elif r.kind != "span" or o.observed.path != r.path:
+        return None
+    if not r.token_hash or not observed_token_hash:
+        return None
+    if observed_token_hash != r.token_hash:
+        return None
+    return COSMETIC
+
+
 # --- coverage for a citation (SPEC §6.4) -------------------------------------------------
 
 

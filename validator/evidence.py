@@ -11,7 +11,9 @@ import pygit2
 from citegraph.graph import graph_view
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.indexer.extract import blake3_hex, extract, name_offset
+from citegraph.indexer.languages import language_for_path
 from citegraph.indexer.paths import fs_path, stored_path
+from citegraph.indexer.tokens import token_hash
 from citegraph.validator import decisions
 from citegraph.validator.model import (
     AtHandleColumns,
@@ -24,7 +26,15 @@ from citegraph.validator.model import (
     SymbolEvidence,
     SymbolRow,
 )
-from citegraph.validator.spans import find_span, hash_bytes, line_count, line_starts, span_bytes
+from citegraph.validator.spans import (
+    find_span,
+    hash_bytes,
+    line_count,
+    line_starts,
+    map_span,
+    span_bytes,
+    span_range,
+)
 
 # Bounds of the "added since capture" search for spans whose file is gone.
 MAX_ADDED_FILES = 2000
@@ -325,6 +335,44 @@ def reextract_fragment(repo: pygit2.Repository | None, r: Receipt) -> str | None
         if (s.kind, s.qualified_name, s.ordinal) == (r.symbol_kind, r.qualified_name, r.ordinal):
             return s.fragment_hash
     return None
+
+
+def observed_token_hashes(snap: Snapshot, pairs: list[tuple[Receipt, str | None]]) -> dict[str, str | None]:
+    """The token-sequence hash of the code now at each cited place (SPEC §6.3a), keyed by
+    citation id, for ``pairs`` = [(receipt, observed path)] of ``changed`` span and symbol
+    citations with a recorded token hash: a symbol's fragment at its handle; a span's lines
+    as a line diff from the cited blob maps them (``spans.map_span``; None when the cited
+    blob is gone or an end line itself changed). None: the tokens cannot decide."""
+    out: dict[str, str | None] = {}
+    handles = sorted({r.handle for r, _ in pairs if r.kind == "symbol" and r.handle})
+    at: dict[str, tuple] = {}
+    if handles:
+        at = {row[0]: row for row in _rows(
+            snap, "SELECT s.handle, s.language, s.start_byte, s.end_byte, f.blob_id FROM symbols s "
+            "JOIN files f ON f.path = s.path SEMI JOIN _cited c ON s.handle = c.h", pa.table({"h": handles}))}
+    paths = sorted({p for r, p in pairs if r.kind == "span" and p})
+    files = dict(_rows(snap, "SELECT f.path, f.blob_id FROM files f SEMI JOIN _cited c ON f.path = c.p",
+                       pa.table({"p": paths}))) if paths else {}
+    blobs: dict[str, bytes | None] = {}
+
+    def read(blob: str) -> bytes | None:
+        if blob not in blobs:
+            blobs[blob] = snap.blob_bytes(blob)
+        return blobs[blob]
+
+    for r, path in pairs:
+        out[r.id] = None
+        if r.kind == "symbol":
+            row = at.get(r.handle or "")
+            data = read(row[4]) if row is not None else None
+            if row is not None and data is not None:
+                out[r.id] = token_hash(row[1], data, row[2], row[3])
+        elif r.kind == "span" and path in files and r.start_line and r.end_line:
+            old, new = read(r.blob_id), read(files[path])
+            where = map_span(old, new, r.start_line, r.end_line) if old is not None and new is not None else None
+            if where is not None and new is not None:
+                out[r.id] = token_hash(language_for_path(path), new, *span_range(new, *where))
+    return out
 
 
 def dependency_evidence(snap: Snapshot, wanted: list[tuple[str, dict]]) -> dict[tuple[str, str, str], DependencyEvidence]:
