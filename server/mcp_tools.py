@@ -427,12 +427,13 @@ TOOLS: dict[str, ToolSpec] = {t.name: t for t in (
         "refresh",
         "Re-anchor memories whose cited code moved: a new revision with receipts re-captured at the observed "
         "place, the old receipts kept in history. Use it after validate or brief reports relocated citations "
-        "(or, with accept successor, a renamed symbol); never for changed, deleted or unknown ones. Pass "
+        "(or, with accept successor, a renamed symbol; with accept cosmetic, code whose comments or formatting "
+        "alone changed); never for other changed, deleted or unknown ones. Pass "
         "dryRun to see what would change. Same as `citegraph refresh --json`.",
         {"callerCwd": CWD, "memoryIds": {**MEMORY_IDS, "description": "The memories to refresh (ids cgm_…)."},
          "all": _b("Every active memory with citations (instead of memoryIds)."),
-         "accept": _s("What may be re-anchored: relocated (default), successor (a changed symbol's unique "
-                      "successor), or relocated,successor."),
+         "accept": _s("What may be re-anchored, comma-separated: relocated (default), successor (a changed "
+                      "symbol's unique successor), cosmetic (a change of comments/formatting only)."),
          "dryRun": _b("Report what would change; write nothing."), "project": PROJECT},
         (), _refresh, title="Refresh moved citations", output="refresh", read_only=False, destructive=False,
         idempotent=True),

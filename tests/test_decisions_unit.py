@@ -742,3 +742,31 @@ def test_unsettled_content_keeps_exact_and_unknown_and_downgrades_every_other_ve
         assert d.unsettled_content(o, cited_unsettled=False, observed_unsettled=False) is o
     for o in (Observation("cgc_x", "exact", None, at), Observation("cgc_x", "unknown", "racing")):
         assert d.unsettled_content(o, cited_unsettled=True, observed_unsettled=True) is o
+
+
+# --- cosmetic change (SPEC §6.3a) -----------------------------------------------------------------
+
+TOK = "t" * 32
+
+
+def test_change_kind_cosmetic_only_for_a_changed_citation_at_its_place_with_equal_token_hashes():
+    sym = receipt("symbol", token_hash=TOK)
+    at = Observation(sym.id, "changed", None, Observed("src/a.py", 3, 6, CITED_HANDLE))
+    assert d.change_kind(sym, at, TOK) == "cosmetic" == d.COSMETIC
+    assert d.change_kind(sym, at, "u" * 32) is None  # other tokens: a real change
+    assert d.change_kind(sym, at, None) is None  # the tokens cannot decide now
+    assert d.change_kind(receipt("symbol"), at, TOK) is None  # a receipt without a token hash
+    assert d.change_kind(receipt("symbol", token_hash=""), at, "") is None
+    # a successor is another symbol: never cosmetic, even with the same tokens (a rename)
+    succ = Observation(sym.id, "changed", None, Observed("src/a.py", 3, 6, "cgs_" + "9" * 32))
+    assert d.change_kind(sym, succ, TOK) is None
+    for outcome in ("exact", "relocated", "deleted", "unknown"):
+        assert d.change_kind(sym, at._replace(outcome=outcome), TOK) is None
+    assert d.change_kind(sym, at._replace(observed=None), TOK) is None
+    span = receipt("span", token_hash=TOK)
+    here = Observation(span.id, "changed", None, Observed("src/a.py"))
+    assert d.change_kind(span, here, TOK) == "cosmetic"
+    assert d.change_kind(span, here, "u" * 32) is None
+    assert d.change_kind(span, here._replace(observed=Observed("src/b.py")), TOK) is None
+    f = receipt("file", token_hash=TOK)  # a file citation has no fragment: never cosmetic
+    assert d.change_kind(f, Observation(f.id, "changed", None, Observed("src/a.py")), TOK) is None

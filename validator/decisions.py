@@ -448,14 +448,15 @@ KEEP = "keep"
 REFUSE = "refuse"
 
 
-def refresh_action(r: Receipt, o: Observation, *, accept_relocated: bool, accept_successor: bool
-                   ) -> tuple[str, str]:
+def refresh_action(r: Receipt, o: Observation, *, accept_relocated: bool, accept_successor: bool,
+                   accept_cosmetic: bool = False) -> tuple[str, str]:
     """May ``refresh`` re-capture citation ``r`` at the location observation ``o`` gives?
     (action, why): ``keep`` an exact one; ``refresh`` a relocated one (with ``--accept
     relocated``) or a changed symbol with its unique observed successor — a handle other
-    than the cited one (with ``--accept successor``); ``refuse`` everything else: changed
-    without a successor, deleted, unknown, or a kind not accepted. Never automatic: only
-    the command asks."""
+    than the cited one (with ``--accept successor``) or a cosmetic change at the cited place
+    (with ``--accept cosmetic``, SPEC §6.3a); ``refuse`` everything else: changed without a
+    successor, deleted, unknown, or a kind not accepted. Never automatic: only the command
+    asks."""
     if o.outcome == "exact":
         return KEEP, "exact"
     if o.outcome == "relocated":
@@ -464,6 +465,12 @@ def refresh_action(r: Receipt, o: Observation, *, accept_relocated: bool, accept
         if not accept_relocated:
             return REFUSE, "relocated-not-accepted"
         return REFRESH, "relocated"
+    if o.outcome == "changed" and o.change == COSMETIC:
+        if o.observed is None or o.observed.start_line is None:
+            return REFUSE, "no-location"  # nothing to re-capture at
+        if not accept_cosmetic:
+            return REFUSE, "cosmetic-not-accepted"
+        return REFRESH, "cosmetic"
     if o.outcome == "changed":
         successor = r.kind == "symbol" and o.observed is not None and o.observed.handle is not None \
             and o.observed.handle != r.handle

@@ -337,13 +337,14 @@ def reextract_fragment(repo: pygit2.Repository | None, r: Receipt) -> str | None
     return None
 
 
-def observed_token_hashes(snap: Snapshot, pairs: list[tuple[Receipt, str | None]]) -> dict[str, str | None]:
-    """The token-sequence hash of the code now at each cited place (SPEC §6.3a), keyed by
-    citation id, for ``pairs`` = [(receipt, observed path)] of ``changed`` span and symbol
+def observed_token_hashes(snap: Snapshot, pairs: list[tuple[Receipt, str | None]]
+                          ) -> dict[str, tuple[str | None, tuple[int, int] | None]]:
+    """The token-sequence hash of the code now at each cited place (SPEC §6.3a), and for a
+    span the lines it maps to, keyed by citation id, for ``pairs`` = [(receipt, observed path)] of ``changed`` span and symbol
     citations with a recorded token hash: a symbol's fragment at its handle; a span's lines
     as a line diff from the cited blob maps them (``spans.map_span``; None when the cited
     blob is gone or an end line itself changed). None: the tokens cannot decide."""
-    out: dict[str, str | None] = {}
+    out: dict[str, tuple[str | None, tuple[int, int] | None]] = {}
     handles = sorted({r.handle for r, _ in pairs if r.kind == "symbol" and r.handle})
     at: dict[str, tuple] = {}
     if handles:
@@ -361,17 +362,17 @@ def observed_token_hashes(snap: Snapshot, pairs: list[tuple[Receipt, str | None]
         return blobs[blob]
 
     for r, path in pairs:
-        out[r.id] = None
+        out[r.id] = (None, None)
         if r.kind == "symbol":
             row = at.get(r.handle or "")
             data = read(row[4]) if row is not None else None
             if row is not None and data is not None:
-                out[r.id] = token_hash(row[1], data, row[2], row[3])
+                out[r.id] = (token_hash(row[1], data, row[2], row[3]), None)
         elif r.kind == "span" and path in files and r.start_line and r.end_line:
             old, new = read(r.blob_id), read(files[path])
             where = map_span(old, new, r.start_line, r.end_line) if old is not None and new is not None else None
             if where is not None and new is not None:
-                out[r.id] = token_hash(language_for_path(path), new, *span_range(new, *where))
+                out[r.id] = (token_hash(language_for_path(path), new, *span_range(new, *where)), where)
     return out
 
 

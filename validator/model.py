@@ -12,6 +12,9 @@ from typing import Any, NamedTuple
 
 OUTCOMES = ("exact", "relocated", "changed", "deleted", "unknown")
 
+# How outputs word a change detail of ``changed`` (SPEC §6.3a): text, SARIF, brief, report.
+CHANGE_TEXT = {"cosmetic": "comments/formatting only"}
+
 # The reason codes of unknown are ``citegraph.validator.decisions.Reason``.
 
 

@@ -450,7 +450,8 @@ def _with_advisories(cur: CurrentState, rs: list[Receipt], final: list[Observati
     return [o._replace(advisories=adv[o.citation_id]) if adv.get(o.citation_id) else o for o in final]
 
 
-_CHANGES = _AdvisoryMemo()  # (snapshot id, citation id, 0) -> (change,): deterministic as advisories are
+# (snapshot id, citation id, 0) -> (change, span lines now): deterministic as advisories are
+_CHANGES = _AdvisoryMemo()
 
 
 def _with_change(cur: CurrentState, rs: list[Receipt], final: list[Observation]) -> list[Observation]:
@@ -462,7 +463,7 @@ def _with_change(cur: CurrentState, rs: list[Receipt], final: list[Observation])
             and by_id[o.citation_id].token_hash and by_id[o.citation_id].kind in ("span", "symbol")]
     if not todo:
         return final
-    known = {r.id: c[0] for r, _ in todo if (c := _CHANGES.get((cur.snapshot_id, r.id, 0))) is not None}
+    known = {r.id: c for r, _ in todo if (c := _CHANGES.get((cur.snapshot_id, r.id, 0))) is not None}
     rest = [(r, o) for r, o in todo if r.id not in known]
     if rest:
         try:
@@ -470,11 +471,23 @@ def _with_change(cur: CurrentState, rs: list[Receipt], final: list[Observation])
                 hashes = observed_token_hashes(snap, [(r, o.observed.path if o.observed else None) for r, o in rest])
         except CitegraphError:
             hashes = {}  # a detail: the outcome stands without it
-        got = {r.id: decisions.change_kind(r, o, hashes.get(r.id)) for r, o in rest}
+        got = {}
+        for r, o in rest:
+            observed, lines = hashes.get(r.id, (None, None))
+            got[r.id] = (decisions.change_kind(r, o, observed), lines)
         if hashes:
-            _CHANGES.put_many({(cur.snapshot_id, rid, 0): (c,) for rid, c in got.items()})
+            _CHANGES.put_many({(cur.snapshot_id, rid, 0): c for rid, c in got.items()})
         known.update(got)
-    return [o._replace(change=known[o.citation_id]) if known.get(o.citation_id) else o for o in final]
+
+    def detailed(o: Observation) -> Observation:
+        change, lines = known.get(o.citation_id, (None, None))
+        if change is None:
+            return o
+        if lines is not None and o.observed is not None:  # a span's lines now (refresh re-captures there)
+            return o._replace(change=change, observed=o.observed._replace(start_line=lines[0], end_line=lines[1]))
+        return o._replace(change=change)
+
+    return [detailed(o) for o in final]
 
 
 def _unsettled(cur: CurrentState, rs: list[Receipt], final: list[Observation]) -> list[Observation]:
@@ -580,6 +593,8 @@ class ValidationReport:
                           "outcome": o.outcome, "reason": o.reason,
                           "observed": o.observed.to_dict() if o.observed else None,
                           "dirty": r.dirty})
+            if o.change:
+                cites[-1]["change"] = o.change
             if o.outcome == "unknown":
                 service, indexing_s = self.read_by.get(r.id, (False, None))
                 step = next_step(o.reason, at=self.at, service=service, indexing_s=indexing_s)
