@@ -756,6 +756,7 @@ def test_change_kind_cosmetic_only_for_a_changed_citation_at_its_place_with_equa
     assert d.change_kind(sym, at, "u" * 32) is None  # other tokens: a real change
     assert d.change_kind(sym, at, None) is None  # the tokens cannot decide now
     assert d.change_kind(receipt("symbol"), at, TOK) is None  # a receipt without a token hash
+    assert d.change_kind(receipt("symbol"), at, None) is None  # ... and none now: never "equal"
     assert d.change_kind(receipt("symbol", token_hash=""), at, "") is None
     # a successor is another symbol: never cosmetic, even with the same tokens (a rename)
     succ = Observation(sym.id, "changed", None, Observed("src/a.py", 3, 6, "cgs_" + "9" * 32))
@@ -770,3 +771,20 @@ def test_change_kind_cosmetic_only_for_a_changed_citation_at_its_place_with_equa
     assert d.change_kind(span, here._replace(observed=Observed("src/b.py")), TOK) is None
     f = receipt("file", token_hash=TOK)  # a file citation has no fragment: never cosmetic
     assert d.change_kind(f, Observation(f.id, "changed", None, Observed("src/a.py")), TOK) is None
+
+
+def test_refresh_accepts_a_cosmetic_change_only_when_asked_and_where_it_has_lines():
+    sym = receipt("symbol", token_hash=TOK)
+    cos = Observation(sym.id, "changed", None, Observed("src/a.py", 3, 6, CITED_HANDLE), change="cosmetic")
+    kw = dict(accept_relocated=True, accept_successor=True)
+    assert d.refresh_action(sym, cos, **kw) == (d.REFUSE, "cosmetic-not-accepted")
+    assert d.refresh_action(sym, cos, **kw, accept_cosmetic=True) == (d.REFRESH, "cosmetic")
+    assert d.refresh_action(sym, cos._replace(change=None), **kw, accept_cosmetic=True) == (d.REFUSE, "changed")
+    assert d.refresh_action(sym, cos._replace(observed=None), **kw, accept_cosmetic=True) == (d.REFUSE, "no-location")
+    span = receipt("span", token_hash=TOK)
+    no_lines = Observation(span.id, "changed", None, Observed("src/a.py"), change="cosmetic")
+    assert d.refresh_action(span, no_lines, **kw, accept_cosmetic=True) == (d.REFUSE, "no-location")
+    lines = no_lines._replace(observed=Observed("src/a.py", 11, 14))
+    assert d.refresh_action(span, lines, **kw, accept_cosmetic=True) == (d.REFRESH, "cosmetic")
+    # a cosmetic detail never rides on another outcome
+    assert d.refresh_action(sym, cos._replace(outcome="deleted"), **kw, accept_cosmetic=True) == (d.REFUSE, "deleted")

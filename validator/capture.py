@@ -26,6 +26,7 @@ from citegraph.indexer.overloads import overload_stubs
 from citegraph.indexer.paths import fs_path
 from citegraph.indexer.tokens import token_hash
 from citegraph.validator.decisions import Reason
+from citegraph.validator.evidence import symbol_token_hashes
 from citegraph.validator.model import Receipt
 from citegraph.validator.next_steps import still_indexing
 from citegraph.validator.receipt_identity import receipt_id
@@ -289,9 +290,7 @@ def _resolve_symbol(p: ParsedRef, cur: CurrentState, snap: Snapshot) -> Receipt:
         language=sym["language"], symbol_kind=sym["kind"], name=sym["name"],
         qualified_name=sym["qualified_name"], ordinal=sym["ordinal"], start_byte=sym["start_byte"],
         end_byte=sym["end_byte"], fragment_hash=sym["fragment_hash"], body_hash=sym["body_hash"])
-    data = snap.blob_bytes(row["blob_id"])
-    if data is not None:
-        fields["token_hash"] = token_hash(sym["language"], data, sym["start_byte"], sym["end_byte"])
+    fields["token_hash"] = symbol_token_hashes(snap, [sym["handle"]]).get(sym["handle"])
     fields["id"] = receipt_id(fields)
     return Receipt(**fields)
 
@@ -330,6 +329,11 @@ def with_dependencies(snap: Snapshot, receipts: list[Receipt]) -> list[Receipt]:
     if not handles:
         return receipts
     records = graph_view.dependency_records(snap, handles)
+    tokens = symbol_token_hashes(snap, [d["handle"] for deps in records.values() for d in deps])
+    for deps in records.values():
+        for d in deps:
+            if tokens.get(d["handle"]):
+                d["token_hash"] = tokens[d["handle"]]  # a cosmetic change of it raises no advisory
     out = []
     for r in receipts:
         deps = records.get(r.handle or "") if r.kind == "symbol" else None

@@ -277,10 +277,8 @@ def change_kind(r: Receipt, o: Observation, observed_token_hash: str | None) -> 
             return None  # a successor: another symbol's code
     elif r.kind != "span" or o.observed.path != r.path:
         return None
-    if not r.token_hash or not observed_token_hash:
-        return None
-    if observed_token_hash != r.token_hash:
-        return None
+    if not r.token_hash or observed_token_hash != r.token_hash:
+        return None  # no recorded hash (legacy, not token-exact), or other tokens now
     return COSMETIC
 
 
@@ -333,9 +331,11 @@ def touches_any(spans: tuple[tuple[int, int], ...], regions: tuple[tuple[int, in
 MAX_DEPENDENCY_DEPTH = 3
 
 
-def dependency_change(fragment_hash: str, ev: DependencyEvidence) -> tuple[str, SymbolRow | None] | None:
+def dependency_change(fragment_hash: str, ev: DependencyEvidence, token_hash: str | None = None
+                      ) -> tuple[str, SymbolRow | None] | None:
     """What happened to one recorded dependency: None when its handle still holds the
-    recorded fragment; ``changed`` (in place, or moved and edited: the dependent's edge of
+    recorded fragment, or code with its recorded ``token_hash`` (comments/formatting only,
+    SPEC §6.3a); ``changed`` (in place, or moved and edited: the dependent's edge of
     that name now resolves, by scoping, to one other symbol); ``relocated`` (its fragment
     now elsewhere, uniquely — or in several places: None as the location); ``deleted``
     otherwise. A symbol of the same name elsewhere that scoping does not reach is never
@@ -343,6 +343,8 @@ def dependency_change(fragment_hash: str, ev: DependencyEvidence) -> tuple[str, 
     if ev.at_handle is not None:
         if ev.at_handle.fragment_hash == fragment_hash:
             return None
+        if token_hash and ev.token_hash == token_hash:
+            return None  # a cosmetic change of the dependency: no advisory
         return "changed", ev.at_handle
     moved = [s for s in ev.successors if s.fragment_hash == fragment_hash]
     if len(moved) == 1:
@@ -384,7 +386,7 @@ def dependency_advisories(r: Receipt, o: Observation, evidence: dict[tuple[str, 
         ev = evidence.get((dependent_of(r, deps, d), d.get("handle"), d.get("fragment_hash")))
         if ev is None:
             continue  # not gathered: no claim
-        change = dependency_change(d.get("fragment_hash", ""), ev)
+        change = dependency_change(d.get("fragment_hash", ""), ev, d.get("token_hash"))
         if change is None:
             continue
         what, row = change

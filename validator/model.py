@@ -232,6 +232,9 @@ class DependencyEvidence(NamedTuple):
     # what the dependent's edge of that name resolves to now (tier ``resolved`` only, never
     # a repository-wide guess): where a moved and edited dependency went
     successors: tuple[SymbolRow, ...] = ()
+    # the token-sequence hash of the symbol at the handle now, when its bytes differ from the
+    # recorded ones (None: not computed, or the tokens cannot decide)
+    token_hash: str | None = None
 
 
 class SymbolEvidence(NamedTuple):

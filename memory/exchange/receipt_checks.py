@@ -193,12 +193,13 @@ def _check_deps(where: str, v: Any) -> None:
     if not isinstance(deps, list) or len(deps) > MAX_DEPS:
         raise _Bad(f"{where}: deps is not a list of at most {MAX_DEPS} dependencies")
     for d in deps:
-        if not isinstance(d, dict) or set(d) != set(DEP_FIELDS):
+        if not isinstance(d, dict) or set(d) - {"token_hash"} != set(DEP_FIELDS):
             raise _Bad(f"{where}: a dependency does not have the fields {', '.join(sorted(DEP_FIELDS))}")
         for f, t in DEP_FIELDS.items():
             if not isinstance(d[f], t) or isinstance(d[f], bool):
                 raise _Bad(f"{where}: dependency {f} is {_type_name(d[f])}")
-        if not CGS_RE.fullmatch(d["handle"]) or not HEX32.fullmatch(d["fragment_hash"]):
+        if not CGS_RE.fullmatch(d["handle"]) or not HEX32.fullmatch(d["fragment_hash"]) or \
+                not isinstance(d.get("token_hash", ""), str) or not HEX32.fullmatch(d.get("token_hash", "0" * 32)):
             raise _Bad(f"{where}: dependency {shown(d['handle'])} has a malformed handle or fragment hash")
         if not 1 <= d["depth"] <= MAX_DEP_DEPTH or not -1 <= d["via"] < MAX_DEPS:
             raise _Bad(f"{where}: dependency {d['handle']} has depth or via out of range")
