@@ -15,6 +15,7 @@ from citegraph.validator import decisions as d
 from citegraph.validator.model import (
     AtHandleColumns,
     CoverageEvidence,
+    DependencyEvidence,
     FileCoverage,
     FileEvidence,
     Observation,
@@ -788,3 +789,19 @@ def test_refresh_accepts_a_cosmetic_change_only_when_asked_and_where_it_has_line
     assert d.refresh_action(span, lines, **kw, accept_cosmetic=True) == (d.REFRESH, "cosmetic")
     # a cosmetic detail never rides on another outcome
     assert d.refresh_action(sym, cos._replace(outcome="deleted"), **kw, accept_cosmetic=True) == (d.REFUSE, "deleted")
+
+
+def test_dependency_change_in_place_cosmetic_or_not():
+    """``dependency_change`` at the handle (SPEC §21, §6.3a): the recorded fragment is no
+    change; other bytes with the recorded token hash are comments/formatting only — no
+    change; other tokens, or no recorded or computed hash, are ``changed`` there."""
+    now = SymbolRow("cgs_" + "1" * 32, "a.py", "python", "function", "dep", 1, 2, "e" * 32, "b" * 32)
+    same = now._replace(fragment_hash="f" * 32)
+    assert d.dependency_change("f" * 32, DependencyEvidence(same)) is None
+    assert d.dependency_change("f" * 32, DependencyEvidence(same, token_hash="9" * 32), TOK) is None
+    assert d.dependency_change("f" * 32, DependencyEvidence(now)) == ("changed", now)
+    assert d.dependency_change("f" * 32, DependencyEvidence(now, token_hash=TOK), TOK) is None
+    assert d.dependency_change("f" * 32, DependencyEvidence(now, token_hash="9" * 32), TOK) == ("changed", now)
+    assert d.dependency_change("f" * 32, DependencyEvidence(now, token_hash=TOK), None) == ("changed", now)
+    assert d.dependency_change("f" * 32, DependencyEvidence(now, token_hash=None), None) == ("changed", now)
+    assert d.dependency_change("f" * 32, DependencyEvidence(now, token_hash=""), "") == ("changed", now)
