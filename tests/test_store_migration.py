@@ -90,15 +90,21 @@ def test_a_read_only_open_migrates_first(v1, home):
     assert raw(home, "SELECT count(*) FROM code_index")[0][0] > 0
 
 
-def test_a_version_2_store_gains_recorded_dependencies(v1, home):
-    """2 → 3 adds ``citations.deps``: stored receipts keep none (and get no advisories)."""
+def back_to(home, version: int, *columns: str) -> None:
+    """The migrated store back to an older layout: the citation columns it lacked dropped."""
     with MemoryStore.open(home):
         pass
-    con = duckdb.connect(str(home.memory_db))  # back to the version-2 layout
+    con = duckdb.connect(str(home.memory_db))
     con.execute("DROP INDEX citations_mem")
-    con.execute("ALTER TABLE citations DROP COLUMN deps")
-    con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    for column in columns:
+        con.execute(f"ALTER TABLE citations DROP COLUMN {column}")
+    con.execute(f"UPDATE meta SET value = '{version}' WHERE key = 'schema_version'")
     con.close()
+
+
+def test_a_version_2_store_gains_recorded_dependencies(v1, home):
+    """2 → 3 adds ``citations.deps``: stored receipts keep none (and get no advisories)."""
+    back_to(home, 2, "deps", "token_hash")
     report = api.validate_memories(home, repo_paths=[str(v1)]).to_json()
     assert raw(home, "SELECT value FROM meta WHERE key = 'schema_version'") == [("4",)]
     assert raw(home, "SELECT count(*) FROM citations WHERE deps IS NULL")[0][0] > 0
@@ -108,14 +114,8 @@ def test_a_version_2_store_gains_recorded_dependencies(v1, home):
 
 def test_a_version_3_store_gains_token_hashes(v1, home):
     """3 → 4 adds ``citations.token_hash``: stored receipts keep none and their ids."""
-    with MemoryStore.open(home):
-        pass
+    back_to(home, 3, "token_hash")
     ids = raw(home, "SELECT id FROM citations ORDER BY id")
-    con = duckdb.connect(str(home.memory_db))  # back to the version-3 layout
-    con.execute("DROP INDEX citations_mem")
-    con.execute("ALTER TABLE citations DROP COLUMN token_hash")
-    con.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
-    con.close()
     report = api.validate_memories(home, repo_paths=[str(v1)]).to_json()
     assert raw(home, "SELECT value FROM meta WHERE key = 'schema_version'") == [("4",)]
     assert raw(home, "SELECT count(*) FROM citations WHERE token_hash IS NULL")[0][0] == len(ids) > 0
