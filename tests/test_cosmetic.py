@@ -9,6 +9,7 @@ import json
 import pytest
 from validation_helpers import cite, index
 
+from citegraph import schemas
 from citegraph.indexer.tokens import token_hash
 from citegraph.memory import api
 from citegraph.memory.review import check as chk
@@ -79,9 +80,14 @@ def world(repo, home):
     return repo, home, mid, base
 
 
+def conforms(schema: str, doc) -> None:
+    assert not list(schemas.validator(schema).iter_errors(doc)), schema
+
+
 def test_validate_says_comments_formatting_only(world, run_cli):
     repo, home, mid, _base = world
-    out = api.validate_memories(home, repo_paths=[str(repo.root)]).to_json()
+    out = json.loads(run_cli("validate", "--memory", mid, "--json", cwd=repo.root).stdout)
+    conforms("validate", out)
     (m,) = out["memories"]
     assert m["freshness"] == "stale"  # the bytes changed: the outcome stays changed
     assert [(c["outcome"], c.get("change")) for c in m["citations"]] == [("changed", "cosmetic")] * 2
@@ -90,6 +96,7 @@ def test_validate_says_comments_formatting_only(world, run_cli):
     text = run_cli("validate", "--memory", mid, cwd=repo.root)
     assert text.stdout.count("(comments/formatting only)") == 2, text.stdout
     cited = json.loads(run_cli("cited", "m.py::scale", "--json", cwd=repo.root).stdout)
+    conforms("cited", cited)
     assert cited["memories"][0]["citations"][0]["change"] == "cosmetic"
     # a real change afterwards: no detail
     repo.write("m.py", COMMENTED.replace("x*factor", "x*factor*2"))
@@ -107,6 +114,8 @@ def test_check_reports_a_note_and_brief_and_report_say_so(world):
     results = check_formats.to_sarif(rep)["runs"][0]["results"]
     assert {r["level"] for r in results} == {"note"}
     brief = api.brief(home, "scale multiplies", repo=repo.root).to_json()
+    conforms("brief", brief)
+    conforms("check", rep.to_json())
     assert "comments/formatting only" in json.dumps(brief)
     data = report.build(home, repo_paths=[str(repo.root)])
     assert "comments/formatting only" in report_html.render(data)
@@ -117,6 +126,7 @@ def test_refresh_accept_cosmetic_moves_the_citations(world, run_cli):
     refused = json.loads(run_cli("refresh", mid, "--json", cwd=repo.root).stdout)
     assert [c["why"] for c in refused["memories"][0]["citations"]] == ["cosmetic-not-accepted"] * 2
     done = json.loads(run_cli("refresh", mid, "--accept", "cosmetic", "--json", cwd=repo.root).stdout)
+    conforms("refresh", done)
     assert [c["why"] for c in done["memories"][0]["citations"]] == ["cosmetic"] * 2
     assert done["summary"]["refreshed"] == 2
     out = api.validate_memories(home, repo_paths=[str(repo.root)]).to_json()
