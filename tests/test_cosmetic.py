@@ -97,6 +97,10 @@ def test_validate_says_comments_formatting_only(world, run_cli):
     assert text.stdout.count("(comments/formatting only)") == 2, text.stdout
     cited = json.loads(run_cli("cited", "m.py::scale", "--json", cwd=repo.root).stdout)
     conforms("cited", cited)
+    from citegraph.memory.agent.hooks import pre_edit_context  # the pre-edit hook says it too
+
+    context, _stale = pre_edit_context(cited, "m.py")
+    assert context.count("(comments/formatting only)") == 2, context
     assert cited["memories"][0]["citations"][0]["change"] == "cosmetic"
     # a real change afterwards: no detail
     repo.write("m.py", COMMENTED.replace("x*factor", "x*factor*2"))
