@@ -19,6 +19,7 @@ from citegraph.cli.common import (
     via_service,
 )
 from citegraph.cli.conventions import echo
+from citegraph.validator.model import CHANGE_TEXT
 
 # The heavy layers are imported inside the commands: a read answered by the resident
 # service needs none of them.
@@ -69,6 +70,8 @@ def cited(ctx: click.Context, refs: tuple[str, ...], repo: str, limit: int, incl
                 mark = f"  ← {hows[c['id']]}" if c["id"] in hows else ""
                 moved = f" → {_loc(c['observed'])}" if c["outcome"] == "relocated" else ""
                 why = f" ({c['reason']})" if c["reason"] else ""
+                if c.get("change"):
+                    why = f" ({CHANGE_TEXT.get(c['change'], c['change'])})"
                 echo(f"  {c['outcome']:9} {c['locator']}{why}{moved}{mark}")
         if data["truncated"]:
             echo(f"… {data['truncated']} more memories (raise --limit)")
@@ -83,7 +86,8 @@ def cited(ctx: click.Context, refs: tuple[str, ...], repo: str, limit: int, incl
 @click.argument("memory_ids", nargs=-1)
 @click.option("--all", "all_", is_flag=True, help="Every active memory with citations.")
 @click.option("--accept", default="relocated", show_default=True,
-              help="What may be re-anchored: relocated, successor (a changed symbol's unique successor), or both.")
+              help="What may be re-anchored, comma-separated: relocated, successor (a changed symbol's unique "
+                   "successor), cosmetic (a change of comments/formatting only).")
 @click.option("--dry-run", is_flag=True, help="Show exactly what would change; write nothing.")
 @click.option("--project")
 @click.option("--repo", "repo", default=".", type=click.Path(file_okay=False), show_default=True)

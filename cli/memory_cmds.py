@@ -21,6 +21,7 @@ from citegraph.cli.common import (
     via_service,
 )
 from citegraph.cli.conventions import SpreadCommand, echo, paint, say, spread_option, text_or_stdin
+from citegraph.validator.model import CHANGE_TEXT
 
 # The heavy layers (git, DuckDB) are imported inside the commands: a read answered by the
 # resident service needs none of them.
@@ -271,6 +272,8 @@ def print_validation(data: dict) -> None:
                 o = c["observed"]
                 loc = f"→ {o['path']}" + (f"#L{o['start_line']}-L{o['end_line']}" if o["start_line"] else "")
             reason = f"({c['reason']})" if c["reason"] else ""
+            if c.get("change"):
+                reason = f"({CHANGE_TEXT.get(c['change'], c['change'])})"
             say("  " + _line(paint(f"{c['outcome']:9}", c["outcome"]), c.get("locator") or c["ref"], reason, loc))
             for adv in c.get("advisories", ()):
                 now = adv["now"]

@@ -48,6 +48,8 @@ CATEGORIES = (
     # issue 20 (hostile inputs, round two)
     "hostile-config",        # a committed .citegraph.toml that is hostile: one clear error or a correct index
     "git-filters",           # eol=crlf, core.autocrlf, ident, an external filter driver: git's stored form
+    # issue 23 (fewer false alarms)
+    "cosmetic",              # comments/formatting only: changed + cosmetic; never for a real change
 )
 
 # Step operations and the keys each accepts (besides ``op`` and ``repo``).
@@ -78,7 +80,7 @@ STEP_KEYS: dict[str, set[str]] = {
 }
 
 LABEL_RE = re.compile(
-    r"^\s*(?P<outcome>[a-z]+)(?:/(?P<reason>[a-z-]+))?"
+    r"^\s*(?P<outcome>[a-z]+)(?:/(?P<reason>[a-z-]+))?(?:\s+(?P<change>cosmetic))?"
     r"(?:\s*@\s*(?P<path>[^#]+?)(?:#L(?P<start>\d+)-L(?P<end>\d+))?)?\s*$")
 
 
@@ -88,28 +90,31 @@ class CaseError(Exception):
 
 @dataclass(frozen=True)
 class Label:
-    """An expected citation outcome: ``outcome[/reason][ @ path[#La-Lb]]``.
+    """An expected citation outcome: ``outcome[/reason][ cosmetic][ @ path[#La-Lb]]``.
 
-    A reason is checked only when given; so is the observed location."""
+    A reason is checked only when given; so is the observed location. The change detail is
+    always checked: ``changed cosmetic`` expects comments/formatting only (SPEC §6.3a), a
+    plain ``changed`` expects a real change (no detail)."""
 
     outcome: str
     reason: str | None = None
     path: str | None = None
     start_line: int | None = None
     end_line: int | None = None
+    change: str | None = None
 
     @classmethod
     def parse(cls, text: str) -> Label:
         m = LABEL_RE.match(text)
-        if not m or m.group("outcome") not in OUTCOMES:
-            raise CaseError(f"bad label {text!r}: expected outcome[/reason][ @ path[#La-Lb]] "
-                            f"with outcome in {OUTCOMES}")
+        if not m or m.group("outcome") not in OUTCOMES or (m.group("change") and m.group("outcome") != "changed"):
+            raise CaseError(f"bad label {text!r}: expected outcome[/reason][ cosmetic][ @ path[#La-Lb]] "
+                            f"with outcome in {OUTCOMES} (cosmetic only after changed)")
         start = int(m.group("start")) if m.group("start") else None
         end = int(m.group("end")) if m.group("end") else None
-        return cls(m.group("outcome"), m.group("reason"), m.group("path"), start, end)
+        return cls(m.group("outcome"), m.group("reason"), m.group("path"), start, end, m.group("change"))
 
     def __str__(self) -> str:
-        s = self.outcome + (f"/{self.reason}" if self.reason else "")
+        s = self.outcome + (f"/{self.reason}" if self.reason else "") + (f" {self.change}" if self.change else "")
         if self.path:
             s += f" @ {self.path}" + (f"#L{self.start_line}-L{self.end_line}" if self.start_line else "")
         return s

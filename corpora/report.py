@@ -36,7 +36,7 @@ def _zero(name: str, items: list[str]) -> Gate:
 
 def _where(r: CitationRecord) -> str:
     return f"{r.case} step {r.step} {r.memory} {r.ref}: expected {r.expected}, got {r.outcome}" + (
-        f"/{r.reason}" if r.reason else "")
+        f"/{r.reason}" if r.reason else "") + (f" {r.change}" if r.change else "")
 
 
 def macro_f1(pairs: list[tuple[str, str]]) -> tuple[float, dict[str, float]]:
@@ -69,6 +69,11 @@ def gates(results: list[CaseResult]) -> list[Gate]:
     false_fresh += [f"{m.case} step {m.step} {m.memory}: expected {m.expected}, reported fresh" for m in mems
                     if not m.expected.startswith("fresh") and m.freshness == "fresh"]
     out.append(_zero("false fresh", false_fresh))
+
+    # SPEC §6.3a: "comments/formatting only" said of a change that is not labeled so
+    false_cosmetic = [_where(c) + " (observed cosmetic)" for c in cites
+                      if c.change == "cosmetic" and c.label.change != "cosmetic"]
+    out.append(_zero("false cosmetic", false_cosmetic))
 
     del_cov = [_where(c) for c in cites if c.outcome == "deleted" and c.label.outcome != "deleted"
                and (c.label.reason == "incomplete-coverage" or c.category == "incomplete-coverage")]

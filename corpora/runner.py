@@ -77,6 +77,7 @@ class CitationRecord:
     observed_exists: bool | None  # runner's oracle: the observed path exists in scope
     correct: bool = False
     citation_id: str = ""
+    change: str | None = None  # the observation's change detail (SPEC §6.3a: cosmetic)
 
     @property
     def label(self) -> Label:
@@ -736,7 +737,7 @@ class CaseRun:
                     in_scope=bool(members),
                     observed_exists=self.oracle_exists(members, o_r[0].observed.path, at_sha)
                     if o_r and o_r[0].observed else None,
-                    citation_id=o_r[1].id if o_r else "")
+                    citation_id=o_r[1].id if o_r else "", change=o_r[0].change if o_r else None)
                 rec.correct = _matches(label, rec)
                 self.result.citations.append(rec)
 
@@ -862,7 +863,7 @@ def _guess_kind(ref: str) -> str:
 
 
 def _matches(label: Label, rec: CitationRecord) -> bool:
-    if rec.outcome != label.outcome:
+    if rec.outcome != label.outcome or rec.change != label.change:
         return False
     if label.reason is not None and rec.reason != label.reason:
         return False

@@ -411,7 +411,7 @@ TOOLS: dict[str, ToolSpec] = {t.name: t for t in (
         "reports relocated.",
         {"callerCwd": CWD, "memoryIds": {**MEMORY_IDS, "description": "The memories to refresh."},
          "all": _b("Every active memory (instead of memoryIds)."),
-         "accept": _s("relocated (default), successor, or relocated,successor."),
+         "accept": _s("Comma-separated: relocated (default), successor, cosmetic."),
          "dryRun": _b("Only report what would change."), "project": PROJECT},
         (), _refresh, title="Refresh moved citations", output="refresh", read_only=False, destructive=False,
         idempotent=True),

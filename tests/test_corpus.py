@@ -94,9 +94,12 @@ def test_every_label_in_the_corpus_is_decisive():
             if lab.path:
                 observed = {"path": lab.path, "start_line": lab.start_line, "end_line": lab.end_line}
             rec = CitationRecord(c.name, c.category, c.language, step, mem, ref, "file", text, lab.outcome,
-                                 lab.reason, observed, True, True, True)
+                                 lab.reason, observed, True, True, True, change=lab.change)
             assert _matches(lab, rec), (c.name, ref, text)
             assert not _matches(Label.parse(flip_outcome(text)), rec), (c.name, ref, text)
+            if lab.outcome == "changed":  # the change detail is decisive too (SPEC §6.3a)
+                other = "changed" if lab.change else "changed cosmetic"
+                assert not _matches(Label.parse(other), rec), (c.name, ref, text)
             if lab.reason:
                 other = "racing" if lab.reason != "racing" else "not-current"
                 assert not _matches(Label(lab.outcome, other), rec)
@@ -201,3 +204,18 @@ def test_a_wrong_index_or_validate_error_expectation_fails_the_run():
     write["content"] = "[index]\nmax_file_bytes = 4096\n"
     failed = failing(gates(run_cases([case], jobs=1)))
     assert "labels not matched (citation, freshness, capture, refresh)" in failed
+
+
+def test_false_cosmetic_gate_fails_on_a_cosmetic_not_labeled_so():
+    """SPEC §6.3a: "comments/formatting only" said of a citation labeled a real change fails
+    the false-cosmetic gate (and the labels gate); the case itself passes every gate."""
+    case = BY_NAME["cosmetic_go"]
+    (result,) = run_cases([case], jobs=1)
+    assert failing(gates([result])) == []
+    cosmetic = [lab for lab in case.labels() if lab[2] and lab[3].startswith("changed cosmetic")]
+    assert len(cosmetic) == 3
+    step, mem, ref, _text = cosmetic[0]
+    edited = case.copy()
+    edited.set_label(step, mem, ref, "changed")
+    failed = failing(gates([rescore(edited, result)]))
+    assert "false cosmetic" in failed and "labels not matched (citation, freshness, capture, refresh)" in failed

@@ -15,6 +15,7 @@ from citegraph.validator import decisions as d
 from citegraph.validator.model import (
     AtHandleColumns,
     CoverageEvidence,
+    DependencyEvidence,
     FileCoverage,
     FileEvidence,
     Observation,
@@ -742,3 +743,65 @@ def test_unsettled_content_keeps_exact_and_unknown_and_downgrades_every_other_ve
         assert d.unsettled_content(o, cited_unsettled=False, observed_unsettled=False) is o
     for o in (Observation("cgc_x", "exact", None, at), Observation("cgc_x", "unknown", "racing")):
         assert d.unsettled_content(o, cited_unsettled=True, observed_unsettled=True) is o
+
+
+# --- cosmetic change (SPEC §6.3a) -----------------------------------------------------------------
+
+TOK = "t" * 32
+
+
+def test_change_kind_cosmetic_only_for_a_changed_citation_at_its_place_with_equal_token_hashes():
+    sym = receipt("symbol", token_hash=TOK)
+    at = Observation(sym.id, "changed", None, Observed("src/a.py", 3, 6, CITED_HANDLE))
+    assert d.change_kind(sym, at, TOK) == "cosmetic" == d.COSMETIC
+    assert d.change_kind(sym, at, "u" * 32) is None  # other tokens: a real change
+    assert d.change_kind(sym, at, None) is None  # the tokens cannot decide now
+    assert d.change_kind(receipt("symbol"), at, TOK) is None  # a receipt without a token hash
+    assert d.change_kind(receipt("symbol"), at, None) is None  # ... and none now: never "equal"
+    assert d.change_kind(receipt("symbol", token_hash=""), at, "") is None
+    # a successor is another symbol: never cosmetic, even with the same tokens (a rename)
+    succ = Observation(sym.id, "changed", None, Observed("src/a.py", 3, 6, "cgs_" + "9" * 32))
+    assert d.change_kind(sym, succ, TOK) is None
+    for outcome in ("exact", "relocated", "deleted", "unknown"):
+        assert d.change_kind(sym, at._replace(outcome=outcome), TOK) is None
+    assert d.change_kind(sym, at._replace(observed=None), TOK) is None
+    span = receipt("span", token_hash=TOK)
+    here = Observation(span.id, "changed", None, Observed("src/a.py"))
+    assert d.change_kind(span, here, TOK) == "cosmetic"
+    assert d.change_kind(span, here, "u" * 32) is None
+    assert d.change_kind(span, here._replace(observed=Observed("src/b.py")), TOK) is None
+    f = receipt("file", token_hash=TOK)  # a file citation has no fragment: never cosmetic
+    assert d.change_kind(f, Observation(f.id, "changed", None, Observed("src/a.py")), TOK) is None
+
+
+def test_refresh_accepts_a_cosmetic_change_only_when_asked_and_where_it_has_lines():
+    sym = receipt("symbol", token_hash=TOK)
+    cos = Observation(sym.id, "changed", None, Observed("src/a.py", 3, 6, CITED_HANDLE), change="cosmetic")
+    kw = dict(accept_relocated=True, accept_successor=True)
+    assert d.refresh_action(sym, cos, **kw) == (d.REFUSE, "cosmetic-not-accepted")
+    assert d.refresh_action(sym, cos, **kw, accept_cosmetic=True) == (d.REFRESH, "cosmetic")
+    assert d.refresh_action(sym, cos._replace(change=None), **kw, accept_cosmetic=True) == (d.REFUSE, "changed")
+    assert d.refresh_action(sym, cos._replace(observed=None), **kw, accept_cosmetic=True) == (d.REFUSE, "no-location")
+    span = receipt("span", token_hash=TOK)
+    no_lines = Observation(span.id, "changed", None, Observed("src/a.py"), change="cosmetic")
+    assert d.refresh_action(span, no_lines, **kw, accept_cosmetic=True) == (d.REFUSE, "no-location")
+    lines = no_lines._replace(observed=Observed("src/a.py", 11, 14))
+    assert d.refresh_action(span, lines, **kw, accept_cosmetic=True) == (d.REFRESH, "cosmetic")
+    # a cosmetic detail never rides on another outcome
+    assert d.refresh_action(sym, cos._replace(outcome="deleted"), **kw, accept_cosmetic=True) == (d.REFUSE, "deleted")
+
+
+def test_dependency_change_in_place_cosmetic_or_not():
+    """``dependency_change`` at the handle (SPEC §21, §6.3a): the recorded fragment is no
+    change; other bytes with the recorded token hash are comments/formatting only — no
+    change; other tokens, or no recorded or computed hash, are ``changed`` there."""
+    now = SymbolRow("cgs_" + "1" * 32, "a.py", "python", "function", "dep", 1, 2, "e" * 32, "b" * 32)
+    same = now._replace(fragment_hash="f" * 32)
+    assert d.dependency_change("f" * 32, DependencyEvidence(same)) is None
+    assert d.dependency_change("f" * 32, DependencyEvidence(same, token_hash="9" * 32), TOK) is None
+    assert d.dependency_change("f" * 32, DependencyEvidence(now)) == ("changed", now)
+    assert d.dependency_change("f" * 32, DependencyEvidence(now, token_hash=TOK), TOK) is None
+    assert d.dependency_change("f" * 32, DependencyEvidence(now, token_hash="9" * 32), TOK) == ("changed", now)
+    assert d.dependency_change("f" * 32, DependencyEvidence(now, token_hash=TOK), None) == ("changed", now)
+    assert d.dependency_change("f" * 32, DependencyEvidence(now, token_hash=None), None) == ("changed", now)
+    assert d.dependency_change("f" * 32, DependencyEvidence(now, token_hash=""), "") == ("changed", now)

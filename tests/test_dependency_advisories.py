@@ -32,6 +32,18 @@ def test_edited_in_place_is_changed_there():
     assert decisions.dependency_change("f" * 32, DependencyEvidence(now)) == ("changed", now)
 
 
+def test_edited_in_place_with_the_recorded_tokens_is_no_change():
+    """SPEC §6.3a: other bytes at the handle, the same token hash as recorded at capture —
+    comments/formatting only: no advisory. Other tokens, or none recorded or computed: changed."""
+    now = row(fragment="e" * 32)
+    tok = "7" * 32
+    assert decisions.dependency_change("f" * 32, DependencyEvidence(now, token_hash=tok), tok) is None
+    assert decisions.dependency_change("f" * 32, DependencyEvidence(now, token_hash="8" * 32), tok) == ("changed", now)
+    assert decisions.dependency_change("f" * 32, DependencyEvidence(now, token_hash=tok)) == ("changed", now)
+    assert decisions.dependency_change("f" * 32, DependencyEvidence(now), None) == ("changed", now)
+    assert decisions.dependency_change("f" * 32, DependencyEvidence(now, token_hash=None), tok) == ("changed", now)
+
+
 def test_gone_handle_with_its_fragment_elsewhere_is_relocated():
     moved = row("cgs_" + "2" * 32, path="b.py")
     assert decisions.dependency_change("f" * 32, DependencyEvidence(None, (moved,))) == ("relocated", moved)
@@ -172,6 +184,28 @@ def test_depth_two_reaches_the_callee_of_a_callee(repo, home):
     _, _, adv = advisories(home, repo, depth=2)
     assert [(a["change"], a["dependency"]["locator"], a["dependency"]["depth"]) for a in adv] == [
         ("changed", "pay/retry.py::backoff", 2)]
+
+
+def test_a_comment_in_a_dependency_raises_no_advisory_and_a_real_edit_does(repo, home):
+    """Issue 23: a comment-only change in a called function raised dependency-changed."""
+    code = "def helper(a):\n    return a * 2\n\n\ndef main(x):\n    return helper(x)\n"
+    repo.write("m.py", code)
+    repo.commit("c0")
+    build_snapshot(repo.root, home)
+    api.remember(home, "main doubles", repo=repo.root, topic="t", refs=["m.py::main"])
+    with MemoryStore.open(home) as ms:
+        (r,) = ms.load()[0].citations
+    assert all(d.get("token_hash") for d in r.dependencies)
+    repo.write("m.py", code.replace("    return a * 2", "    # doubles\n    return a*2"))
+    repo.commit("c1")
+    build_snapshot(repo.root, home)
+    (c,) = api.validate_memories(home, repo_paths=[str(repo.root)]).to_json()["memories"][0]["citations"]
+    assert c["outcome"] == "exact" and not c.get("advisories")
+    repo.write("m.py", code.replace("    return a * 2", "    return a * 3"))
+    repo.commit("c2")
+    build_snapshot(repo.root, home)
+    (c,) = api.validate_memories(home, repo_paths=[str(repo.root)]).to_json()["memories"][0]["citations"]
+    assert c["outcome"] == "exact" and [a["change"] for a in c["advisories"]] == ["changed"]
 
 
 def test_dependency_depth_is_bounded(repo, home):

@@ -89,7 +89,7 @@ def forge(record: dict, kind: str, **changes) -> dict:
     rec = copy.deepcopy(record)
     c = cite(rec, kind)
     c.update(changes)
-    c["id"] = receipt_id({k: c.get(k) for k in (*BASE_FIELDS, *KIND_FIELDS[c["kind"]])})
+    c["id"] = receipt_id({k: c.get(k) for k in (*BASE_FIELDS, *KIND_FIELDS[c["kind"]], "token_hash")})
     return rec
 
 
@@ -172,6 +172,8 @@ def test_forged_receipts_are_recomputed_from_the_capture_commit(world, stocked, 
         "body": (forge(rec, "symbol", body_hash="2" * 32), "body_hash"),
         "span": (forge(rec, "span", span_hash="3" * 32), "span_hash"),
         "first-line": (forge(rec, "span", first_line_hash="4" * 32), "first_line_hash"),
+        "tokens": (forge(rec, "symbol", token_hash="6" * 32), "token_hash"),
+        "span-tokens": (forge(rec, "span", token_hash="7" * 32), "token_hash"),
         "beyond": (forge(rec, "span", start_line=50, end_line=60, ref="src/retry.py#L50-L60"), "beyond the end"),
         "lines": (forge(rec, "symbol", start_line=1, end_line=2), "lines 1-2"),
         "not-there": (forge(rec, "file", path="src/missing.py", ref="src/missing.py"), "not a file of"),
@@ -435,7 +437,7 @@ def test_line_bound_holds_for_the_largest_publishable_record(world):
              "start_byte": 2**40, "end_byte": 2**40, "ordinal": 10**6,
              "handle": symbol_handle(path, "python", sym["symbol_kind"], q, 10**6)}
         r["deps"] = deps
-        r["id"] = receipt_id({k: r.get(k) for k in (*BASE_FIELDS, *KIND_FIELDS["symbol"], "deps")})
+        r["id"] = receipt_id({k: r.get(k) for k in (*BASE_FIELDS, *KIND_FIELDS["symbol"], "deps", "token_hash")})
         assert receipt_problem(r) is None, receipt_problem(r)
         rec["citations"].append(r)
     assert record_problem(rec) is None
@@ -522,7 +524,7 @@ def near(value):
 def _recompute_id(c: dict) -> None:
     kind = c.get("kind")
     c["id"] = receipt_id({f: c.get(f) for f in (*BASE_FIELDS, *KIND_FIELDS.get(kind if isinstance(kind, str)
-                                                                              else "", ()))})
+                                                                              else "", ()), "token_hash")})
 
 
 @st.composite

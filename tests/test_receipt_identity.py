@@ -110,16 +110,19 @@ def test_the_id_covers_deps_and_legacy_refresh_ids_still_check(tmp_path: Path) -
     assert r["deps"] and receipt_problem(r) is None
     edited = {**r, "deps": r["deps"].replace("base_delay", "base_delax")}
     assert "edited receipt" in (receipt_problem(edited) or "")
+    assert r["token_hash"]  # the id covers the token hash too (a forged one could call a change cosmetic)
+    assert "edited receipt" in (receipt_problem({**r, "token_hash": "0" * 32}) or "")
+    assert receipt_problem({**r, "token_hash": None}) is not None
 
     def old_refresh_id(v: dict) -> str:  # respell before issue 20: every field but id
         h = blake3.blake3()
         for k in sorted(v):
-            if k != "id" and not (k == "deps" and v[k] is None):
+            if k != "id" and not (k in ("deps", "token_hash") and v[k] is None):  # token_hash: later
                 h.update(f"{k}={v[k]}\0".encode("utf-8", "surrogateescape"))
         return "cgc_" + h.hexdigest(16)
 
     for deps in (r["deps"], None):
-        legacy = {**r, "deps": deps}
+        legacy = {**r, "deps": deps, "token_hash": None}  # no legacy receipt has a token hash
         legacy["id"] = old_refresh_id(legacy)
         assert legacy["id"] != receipt_id(legacy) and receipt_problem(legacy) is None
         assert "edited receipt" in (receipt_problem({**legacy, "end_line": legacy["end_line"] + 1}) or "")

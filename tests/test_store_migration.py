@@ -56,9 +56,10 @@ def test_the_fixture_is_a_version_1_store(v1, home):
 def test_a_version_1_store_is_migrated_and_answers_from_its_code_index(v1, home):
     with MemoryStore.open(home) as ms:
         mems = {m.topic: m for m in ms.load()}
-    assert MEMORY_SCHEMA_VERSION == 3
-    assert raw(home, "SELECT value FROM meta WHERE key = 'schema_version'") == [("3",)]
+    assert MEMORY_SCHEMA_VERSION == 4
+    assert raw(home, "SELECT value FROM meta WHERE key = 'schema_version'") == [("4",)]
     assert raw(home, "SELECT count(*) FROM citations WHERE deps IS NOT NULL") == [(0,)]  # legacy: none
+    assert raw(home, "SELECT count(*) FROM citations WHERE token_hash IS NOT NULL") == [(0,)]
     # the index holds exactly the current revisions' citations (retry's revision 1 had three)
     want = {(m.id, r.id) for m in mems.values() for r in m.citations}
     assert {(a, b) for a, b in raw(home, "SELECT DISTINCT memory_id, citation_id FROM code_index")} == want
@@ -85,24 +86,41 @@ def test_a_version_1_store_is_migrated_and_answers_from_its_code_index(v1, home)
 def test_a_read_only_open_migrates_first(v1, home):
     res = api.brief(home, "retry delays", repo=v1)  # opens the store read-only
     assert res.to_json()["memories"]
-    assert raw(home, "SELECT value FROM meta WHERE key = 'schema_version'") == [("3",)]
+    assert raw(home, "SELECT value FROM meta WHERE key = 'schema_version'") == [("4",)]
     assert raw(home, "SELECT count(*) FROM code_index")[0][0] > 0
+
+
+def back_to(home, version: int, *columns: str) -> None:
+    """The migrated store back to an older layout: the citation columns it lacked dropped."""
+    with MemoryStore.open(home):
+        pass
+    con = duckdb.connect(str(home.memory_db))
+    con.execute("DROP INDEX citations_mem")
+    for column in columns:
+        con.execute(f"ALTER TABLE citations DROP COLUMN {column}")
+    con.execute(f"UPDATE meta SET value = '{version}' WHERE key = 'schema_version'")
+    con.close()
 
 
 def test_a_version_2_store_gains_recorded_dependencies(v1, home):
     """2 → 3 adds ``citations.deps``: stored receipts keep none (and get no advisories)."""
-    with MemoryStore.open(home):
-        pass
-    con = duckdb.connect(str(home.memory_db))  # back to the version-2 layout
-    con.execute("DROP INDEX citations_mem")
-    con.execute("ALTER TABLE citations DROP COLUMN deps")
-    con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
-    con.close()
+    back_to(home, 2, "deps", "token_hash")
     report = api.validate_memories(home, repo_paths=[str(v1)]).to_json()
-    assert raw(home, "SELECT value FROM meta WHERE key = 'schema_version'") == [("3",)]
+    assert raw(home, "SELECT value FROM meta WHERE key = 'schema_version'") == [("4",)]
     assert raw(home, "SELECT count(*) FROM citations WHERE deps IS NULL")[0][0] > 0
     assert all(c["outcome"] == "exact" and not c.get("advisories")
                for m in report["memories"] for c in m["citations"])
+
+
+def test_a_version_3_store_gains_token_hashes(v1, home):
+    """3 → 4 adds ``citations.token_hash``: stored receipts keep none and their ids."""
+    back_to(home, 3, "token_hash")
+    ids = raw(home, "SELECT id FROM citations ORDER BY id")
+    report = api.validate_memories(home, repo_paths=[str(v1)]).to_json()
+    assert raw(home, "SELECT value FROM meta WHERE key = 'schema_version'") == [("4",)]
+    assert raw(home, "SELECT count(*) FROM citations WHERE token_hash IS NULL")[0][0] == len(ids) > 0
+    assert raw(home, "SELECT id FROM citations ORDER BY id") == ids
+    assert all(c["outcome"] == "exact" for m in report["memories"] for c in m["citations"])
 
 
 def test_a_newer_store_is_refused(v1, home):

@@ -71,9 +71,12 @@ def test_changed_when_the_bytes_occur_nowhere_in_the_file(repo, home, cited):
 
 
 def test_whitespace_inside_the_span_is_a_change(repo, home, cited):
+    """The bytes changed: changed — of layout only (SPEC §6.3a), so the observation says
+    cosmetic and where the span's lines are now."""
     repo.write("src/retry.py", RETRY.replace("        return 2 ** attempt", "        return 2 **  attempt"))
     repo.commit("whitespace")
-    check(repo, home, cited, "changed", None, loc("src/retry.py"))
+    check(repo, home, cited, "changed", None, loc("src/retry.py", 4, 6))
+    assert observe(home, repo, cited)["change"] == "cosmetic"
 
 
 def test_crlf_conversion_is_a_change(repo, home, cited):

@@ -21,14 +21,17 @@ from citegraph.indexer import gitrepo
 from citegraph.indexer.errors import CitegraphError
 from citegraph.indexer.extract import EXTRACTOR_VERSION
 from citegraph.indexer.git_filters import GitFilters
+from citegraph.indexer.languages import language_for_path
 from citegraph.indexer.overloads import overload_stubs
 from citegraph.indexer.paths import fs_path
+from citegraph.indexer.tokens import token_hash
 from citegraph.validator.decisions import Reason
+from citegraph.validator.evidence import symbol_token_hashes
 from citegraph.validator.model import Receipt
 from citegraph.validator.next_steps import still_indexing
 from citegraph.validator.receipt_identity import receipt_id
 from citegraph.validator.refs import ParsedRef, bad_ref, parse_refs, same_evidence_note
-from citegraph.validator.spans import hash_bytes, line_count, line_starts, span_bytes
+from citegraph.validator.spans import hash_bytes, line_count, line_starts, span_bytes, span_range
 
 # Bound of a receipt's recorded dependencies as JSON (16 of them take ~4 KiB usually).
 MAX_DEPS_JSON_BYTES = 16 * 1024
@@ -162,7 +165,8 @@ def _resolve(p: ParsedRef, cur: CurrentState, snap: Snapshot) -> Receipt:
         fields.update(
             start_line=p.start_line, end_line=p.end_line,
             span_hash=hash_bytes(span_bytes(data, p.start_line, p.end_line, starts)),
-            first_line_hash=hash_bytes(span_bytes(data, p.start_line, p.start_line, starts)))
+            first_line_hash=hash_bytes(span_bytes(data, p.start_line, p.start_line, starts)),
+            token_hash=token_hash(language_for_path(p.path), data, *span_range(data, p.start_line, p.end_line, starts)))
     fields["id"] = receipt_id(fields)
     return Receipt(**fields)
 
@@ -286,6 +290,7 @@ def _resolve_symbol(p: ParsedRef, cur: CurrentState, snap: Snapshot) -> Receipt:
         language=sym["language"], symbol_kind=sym["kind"], name=sym["name"],
         qualified_name=sym["qualified_name"], ordinal=sym["ordinal"], start_byte=sym["start_byte"],
         end_byte=sym["end_byte"], fragment_hash=sym["fragment_hash"], body_hash=sym["body_hash"])
+    fields["token_hash"] = symbol_token_hashes(snap, [sym["handle"]]).get(sym["handle"])
     fields["id"] = receipt_id(fields)
     return Receipt(**fields)
 
@@ -324,6 +329,11 @@ def with_dependencies(snap: Snapshot, receipts: list[Receipt]) -> list[Receipt]:
     if not handles:
         return receipts
     records = graph_view.dependency_records(snap, handles)
+    tokens = symbol_token_hashes(snap, [d["handle"] for deps in records.values() for d in deps])
+    for deps in records.values():
+        for d in deps:
+            if tokens.get(d["handle"]):
+                d["token_hash"] = tokens[d["handle"]]  # a cosmetic change of it raises no advisory
     out = []
     for r in receipts:
         deps = records.get(r.handle or "") if r.kind == "symbol" else None

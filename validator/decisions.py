@@ -258,6 +258,30 @@ def _distinct(rows: tuple[SymbolRow, ...], cited_handle: str | None) -> list[Sym
     return [seen[h] for h in sorted(seen)]
 
 
+# --- cosmetic change (SPEC §6.3a): a detail of ``changed``, never a verdict ------------------
+
+COSMETIC = "cosmetic"
+
+
+def change_kind(r: Receipt, o: Observation, observed_token_hash: str | None) -> str | None:
+    """``cosmetic`` when a ``changed`` span or symbol citation's code did not change —
+    the fragment now at the cited place (the cited handle, the cited span's lines as the
+    diff maps them) has the token-sequence hash the receipt recorded (indexer/tokens.py:
+    leaf tokens, tree shape, comments out) — else None. A successor is another symbol,
+    never cosmetic; a receipt without a token hash (captured before, or not token-exact)
+    and a fragment the tokens cannot decide (None) keep today's answer."""
+    if o.outcome != "changed" or o.observed is None:
+        return None
+    if r.kind == "symbol":
+        if o.observed.handle != r.handle:
+            return None  # a successor: another symbol's code
+    elif r.kind != "span" or o.observed.path != r.path:
+        return None
+    if not r.token_hash or observed_token_hash != r.token_hash:
+        return None  # no recorded hash (legacy, not token-exact), or other tokens now
+    return COSMETIC
+
+
 # --- coverage for a citation (SPEC §6.4) -------------------------------------------------
 
 
@@ -307,9 +331,11 @@ def touches_any(spans: tuple[tuple[int, int], ...], regions: tuple[tuple[int, in
 MAX_DEPENDENCY_DEPTH = 3
 
 
-def dependency_change(fragment_hash: str, ev: DependencyEvidence) -> tuple[str, SymbolRow | None] | None:
+def dependency_change(fragment_hash: str, ev: DependencyEvidence, token_hash: str | None = None
+                      ) -> tuple[str, SymbolRow | None] | None:
     """What happened to one recorded dependency: None when its handle still holds the
-    recorded fragment; ``changed`` (in place, or moved and edited: the dependent's edge of
+    recorded fragment, or code with its recorded ``token_hash`` (comments/formatting only,
+    SPEC §6.3a); ``changed`` (in place, or moved and edited: the dependent's edge of
     that name now resolves, by scoping, to one other symbol); ``relocated`` (its fragment
     now elsewhere, uniquely — or in several places: None as the location); ``deleted``
     otherwise. A symbol of the same name elsewhere that scoping does not reach is never
@@ -317,6 +343,8 @@ def dependency_change(fragment_hash: str, ev: DependencyEvidence) -> tuple[str, 
     if ev.at_handle is not None:
         if ev.at_handle.fragment_hash == fragment_hash:
             return None
+        if token_hash and ev.token_hash == token_hash:
+            return None  # a cosmetic change of the dependency: no advisory
         return "changed", ev.at_handle
     moved = [s for s in ev.successors if s.fragment_hash == fragment_hash]
     if len(moved) == 1:
@@ -358,7 +386,7 @@ def dependency_advisories(r: Receipt, o: Observation, evidence: dict[tuple[str, 
         ev = evidence.get((dependent_of(r, deps, d), d.get("handle"), d.get("fragment_hash")))
         if ev is None:
             continue  # not gathered: no claim
-        change = dependency_change(d.get("fragment_hash", ""), ev)
+        change = dependency_change(d.get("fragment_hash", ""), ev, d.get("token_hash"))
         if change is None:
             continue
         what, row = change
@@ -422,14 +450,15 @@ KEEP = "keep"
 REFUSE = "refuse"
 
 
-def refresh_action(r: Receipt, o: Observation, *, accept_relocated: bool, accept_successor: bool
-                   ) -> tuple[str, str]:
+def refresh_action(r: Receipt, o: Observation, *, accept_relocated: bool, accept_successor: bool,
+                   accept_cosmetic: bool = False) -> tuple[str, str]:
     """May ``refresh`` re-capture citation ``r`` at the location observation ``o`` gives?
     (action, why): ``keep`` an exact one; ``refresh`` a relocated one (with ``--accept
     relocated``) or a changed symbol with its unique observed successor — a handle other
-    than the cited one (with ``--accept successor``); ``refuse`` everything else: changed
-    without a successor, deleted, unknown, or a kind not accepted. Never automatic: only
-    the command asks."""
+    than the cited one (with ``--accept successor``) or a cosmetic change at the cited place
+    (with ``--accept cosmetic``, SPEC §6.3a); ``refuse`` everything else: changed without a
+    successor, deleted, unknown, or a kind not accepted. Never automatic: only the command
+    asks."""
     if o.outcome == "exact":
         return KEEP, "exact"
     if o.outcome == "relocated":
@@ -438,6 +467,12 @@ def refresh_action(r: Receipt, o: Observation, *, accept_relocated: bool, accept
         if not accept_relocated:
             return REFUSE, "relocated-not-accepted"
         return REFRESH, "relocated"
+    if o.outcome == "changed" and o.change == COSMETIC:
+        if o.observed is None or o.observed.start_line is None:
+            return REFUSE, "no-location"  # nothing to re-capture at
+        if not accept_cosmetic:
+            return REFUSE, "cosmetic-not-accepted"
+        return REFRESH, "cosmetic"
     if o.outcome == "changed":
         successor = r.kind == "symbol" and o.observed is not None and o.observed.handle is not None \
             and o.observed.handle != r.handle

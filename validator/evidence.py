@@ -11,7 +11,9 @@ import pygit2
 from citegraph.graph import graph_view
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.indexer.extract import blake3_hex, extract, name_offset
+from citegraph.indexer.languages import language_for_path
 from citegraph.indexer.paths import fs_path, stored_path
+from citegraph.indexer.tokens import token_hash
 from citegraph.validator import decisions
 from citegraph.validator.model import (
     AtHandleColumns,
@@ -24,7 +26,15 @@ from citegraph.validator.model import (
     SymbolEvidence,
     SymbolRow,
 )
-from citegraph.validator.spans import find_span, hash_bytes, line_count, line_starts, span_bytes
+from citegraph.validator.spans import (
+    find_span,
+    hash_bytes,
+    line_count,
+    line_starts,
+    map_span,
+    span_bytes,
+    span_range,
+)
 
 # Bounds of the "added since capture" search for spans whose file is gone.
 MAX_ADDED_FILES = 2000
@@ -327,6 +337,56 @@ def reextract_fragment(repo: pygit2.Repository | None, r: Receipt) -> str | None
     return None
 
 
+def symbol_token_hashes(snap: Snapshot, handles: list[str]) -> dict[str, str | None]:
+    """The token-sequence hash (indexer/tokens.py) of each symbol of ``snap`` named in
+    ``handles`` (absent handles are left out): what capture records for a cited symbol and
+    its dependencies, and what validation compares with it (SPEC §6.3a)."""
+    wanted = sorted(set(handles))
+    if not wanted:
+        return {}
+    rows = _rows(snap, "SELECT s.handle, s.language, s.start_byte, s.end_byte, f.blob_id FROM symbols s "
+                 "JOIN files f ON f.path = s.path SEMI JOIN _cited c ON s.handle = c.h ORDER BY f.blob_id",
+                 pa.table({"h": wanted}))
+    out: dict[str, str | None] = {}
+    blob, data = None, None
+    for handle, language, start, end, blob_id in rows:
+        if blob_id != blob:
+            blob, data = blob_id, snap.blob_bytes(blob_id)
+        out[handle] = token_hash(language, data, start, end) if data is not None else None
+    return out
+
+
+def observed_token_hashes(snap: Snapshot, pairs: list[tuple[Receipt, str | None]]
+                          ) -> dict[str, tuple[str | None, tuple[int, int] | None]]:
+    """The token-sequence hash of the code now at each cited place (SPEC §6.3a), and for a
+    span the lines it maps to, keyed by citation id, for ``pairs`` = [(receipt, observed path)] of ``changed`` span and symbol
+    citations with a recorded token hash: a symbol's fragment at its handle; a span's lines
+    as a line diff from the cited blob maps them (``spans.map_span``; None when the cited
+    blob is gone or an end line itself changed). None: the tokens cannot decide."""
+    out: dict[str, tuple[str | None, tuple[int, int] | None]] = {}
+    at = symbol_token_hashes(snap, [r.handle for r, _ in pairs if r.kind == "symbol" and r.handle])
+    paths = sorted({p for r, p in pairs if r.kind == "span" and p})
+    files = dict(_rows(snap, "SELECT f.path, f.blob_id FROM files f SEMI JOIN _cited c ON f.path = c.p",
+                       pa.table({"p": paths}))) if paths else {}
+    blobs: dict[str, bytes | None] = {}
+
+    def read(blob: str) -> bytes | None:
+        if blob not in blobs:
+            blobs[blob] = snap.blob_bytes(blob)
+        return blobs[blob]
+
+    for r, path in pairs:
+        out[r.id] = (None, None)
+        if r.kind == "symbol":
+            out[r.id] = (at.get(r.handle or ""), None)
+        elif r.kind == "span" and path in files and r.start_line and r.end_line:
+            old, new = read(r.blob_id), read(files[path])
+            where = map_span(old, new, r.start_line, r.end_line) if old is not None and new is not None else None
+            if where is not None and new is not None:
+                out[r.id] = (token_hash(language_for_path(path), new, *span_range(new, *where)), where)
+    return out
+
+
 def dependency_evidence(snap: Snapshot, wanted: list[tuple[str, dict]]) -> dict[tuple[str, str, str], DependencyEvidence]:
     """Where each recorded dependency is in ``snap`` (``decisions.dependency_change``
     judges it), for ``wanted`` = [(dependent handle, dependency record)]: set-based — one
@@ -341,6 +401,9 @@ def dependency_evidence(snap: Snapshot, wanted: list[tuple[str, dict]]) -> dict[
     t = pa.table({"h": sorted({k[1] for k in keys})})
     at = {row[0]: make(row) for row in _rows(
         snap, f"SELECT {_SYM_COLS} FROM symbols s SEMI JOIN _cited c ON s.handle = c.h", t)}
+    # where a dependency is at its handle with other bytes: its tokens now (a cosmetic change
+    # raises no advisory, SPEC §6.3a)
+    tokens = symbol_token_hashes(snap, [k[1] for k in keys if k[1] in at and at[k[1]].fragment_hash != k[2]])
     gone = [k for k in keys if k[1] not in at]
     by_fragment: dict[str, list[SymbolRow]] = {}
     successors: dict[tuple[str, str], list[SymbolRow]] = {}
@@ -361,5 +424,5 @@ def dependency_evidence(snap: Snapshot, wanted: list[tuple[str, dict]]) -> dict[
                         name = rows[target].qualified_name.rsplit(".", 1)[-1]
                         successors.setdefault((src, name), []).append(rows[target])
     return {(src, h, fh): DependencyEvidence(at.get(h), tuple(by_fragment.get(fh, ())),
-                                            tuple(successors.get((src, name), ())))
+                                            tuple(successors.get((src, name), ())), tokens.get(h))
             for src, h, fh, name in keys}

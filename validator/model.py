@@ -12,6 +12,9 @@ from typing import Any, NamedTuple
 
 OUTCOMES = ("exact", "relocated", "changed", "deleted", "unknown")
 
+# How outputs word a change detail of ``changed`` (SPEC §6.3a): text, SARIF, brief, report.
+CHANGE_TEXT = {"cosmetic": "comments/formatting only"}
+
 # The reason codes of unknown are ``citegraph.validator.decisions.Reason``.
 
 
@@ -51,6 +54,10 @@ class Receipt:
     # {handle, path, qualified_name, ordinal, symbol_kind, fragment_hash, edge, tier,
     # depth, via}; None for a receipt captured before (or without) any (docs/graph.md).
     deps: str | None = None
+    # span and symbol: the token-sequence hash of the cited fragment at capture
+    # (indexer/tokens.py; SPEC §6.3a): None for a receipt captured before it existed, or
+    # whose fragment tokens cannot decide (then a change is never called cosmetic).
+    token_hash: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -110,10 +117,16 @@ class Observation(NamedTuple):
     # ``dependency-changed`` advisories (SPEC §21): never part of the outcome, never cached
     # with it (they depend on the requested depth); added by the pipeline after the tables.
     advisories: tuple[Advisory, ...] = ()
+    # A detail of ``changed`` (SPEC §6.3a): "cosmetic" when only comments or layout changed
+    # (``decisions.change_kind``); None otherwise. Added after the cache, like advisories.
+    change: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"outcome": self.outcome, "reason": self.reason,
-                "observed": self.observed.to_dict() if self.observed else None}
+        d = {"outcome": self.outcome, "reason": self.reason,
+             "observed": self.observed.to_dict() if self.observed else None}
+        if self.change:
+            d["change"] = self.change
+        return d
 
 
 class Advisory(NamedTuple):
@@ -219,6 +232,9 @@ class DependencyEvidence(NamedTuple):
     # what the dependent's edge of that name resolves to now (tier ``resolved`` only, never
     # a repository-wide guess): where a moved and edited dependency went
     successors: tuple[SymbolRow, ...] = ()
+    # the token-sequence hash of the symbol at the handle now, when its bytes differ from the
+    # recorded ones (None: not computed, or the tokens cannot decide)
+    token_hash: str | None = None
 
 
 class SymbolEvidence(NamedTuple):

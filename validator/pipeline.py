@@ -45,6 +45,7 @@ from citegraph.validator.evidence import (
     SnapshotEvidence,
     at_handle_columns,
     dependency_evidence,
+    observed_token_hashes,
     reextract_fragment,
 )
 from citegraph.validator.model import OUTCOMES, MemoryVerdict, Observation, Receipt
@@ -393,6 +394,7 @@ def _run_group(g: Group, source: StateSource, cache: ObservationCache | None,
         cache.put_many(cur.snapshot_id, fresh)
     final = _unsettled(cur, rs, final)
     final = _with_advisories(cur, rs, final, dependency_depth)
+    final = _with_change(cur, rs, final)
     return {o.citation_id: o for o in final}
 
 
@@ -446,6 +448,46 @@ def _with_advisories(cur: CurrentState, rs: list[Receipt], final: list[Observati
     _ADVISORIES.put_many({(cur.snapshot_id, rid, depth): a for rid, a in adv.items()})
     adv.update(known)
     return [o._replace(advisories=adv[o.citation_id]) if adv.get(o.citation_id) else o for o in final]
+
+
+# (snapshot id, citation id, 0) -> (change, span lines now): deterministic as advisories are
+_CHANGES = _AdvisoryMemo()
+
+
+def _with_change(cur: CurrentState, rs: list[Receipt], final: list[Observation]) -> list[Observation]:
+    """SPEC §6.3a: the change detail of the ``changed`` span and symbol observations whose
+    receipts recorded a token hash (``decisions.change_kind`` over the token hash of the
+    code now at the cited place). After the cache, as advisories: the outcome is unchanged."""
+    by_id = {r.id: r for r in rs}
+    todo = [(by_id[o.citation_id], o) for o in final if o.outcome == "changed" and o.citation_id in by_id
+            and by_id[o.citation_id].token_hash and by_id[o.citation_id].kind in ("span", "symbol")]
+    if not todo:
+        return final
+    known = {r.id: c for r, _ in todo if (c := _CHANGES.get((cur.snapshot_id, r.id, 0))) is not None}
+    rest = [(r, o) for r, o in todo if r.id not in known]
+    if rest:
+        try:
+            with cur.open_snapshot() as snap:
+                hashes = observed_token_hashes(snap, [(r, o.observed.path if o.observed else None) for r, o in rest])
+        except CitegraphError:
+            hashes = {}  # a detail: the outcome stands without it
+        got = {}
+        for r, o in rest:
+            observed, lines = hashes.get(r.id, (None, None))
+            got[r.id] = (decisions.change_kind(r, o, observed), lines)
+        if hashes:
+            _CHANGES.put_many({(cur.snapshot_id, rid, 0): c for rid, c in got.items()})
+        known.update(got)
+
+    def detailed(o: Observation) -> Observation:
+        change, lines = known.get(o.citation_id, (None, None))
+        if change is None:
+            return o
+        if lines is not None and o.observed is not None:  # a span's lines now (refresh re-captures there)
+            return o._replace(change=change, observed=o.observed._replace(start_line=lines[0], end_line=lines[1]))
+        return o._replace(change=change)
+
+    return [detailed(o) for o in final]
 
 
 def _unsettled(cur: CurrentState, rs: list[Receipt], final: list[Observation]) -> list[Observation]:
@@ -551,6 +593,8 @@ class ValidationReport:
                           "outcome": o.outcome, "reason": o.reason,
                           "observed": o.observed.to_dict() if o.observed else None,
                           "dirty": r.dirty})
+            if o.change:
+                cites[-1]["change"] = o.change
             if o.outcome == "unknown":
                 service, indexing_s = self.read_by.get(r.id, (False, None))
                 step = next_step(o.reason, at=self.at, service=service, indexing_s=indexing_s)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import functools
 
 import blake3
@@ -35,8 +36,38 @@ def _line_end(data: bytes, starts: list[int], idx: int) -> int:
 
 def span_bytes(data: bytes, start: int, end: int, starts: list[int] | None = None) -> bytes:
     """Bytes of 1-based lines start..end inclusive, without the last line's newline."""
+    a, b = span_range(data, start, end, starts)
+    return data[a:b]
+
+
+def span_range(data: bytes, start: int, end: int, starts: list[int] | None = None) -> tuple[int, int]:
+    """The byte range ``span_bytes`` returns, as (start, end) offsets."""
     starts = starts if starts is not None else line_starts(data)
-    return data[starts[start - 1] : _line_end(data, starts, end - 1)]
+    return starts[start - 1], _line_end(data, starts, end - 1)
+
+
+MAX_MAP_LINES = 50_000  # beyond this, a span is not mapped (difflib is quadratic at worst)
+
+
+def map_span(old: bytes, new: bytes, start: int, end: int) -> tuple[int, int] | None:
+    """Where 1-based lines start..end of ``old`` are in ``new``, by a line diff (difflib,
+    no junk heuristic): an unchanged end line maps to itself; a first line inside a changed
+    hunk maps to the hunk's first new line, a last line to its last (the region can only
+    grow). None when nothing is left or the files are too large. It only picks the
+    counterpart of a changed span; whether that is the same code is decided by exact token
+    equality (a region grown over other code has other tokens)."""
+    a, b = old.split(b"\n"), new.split(b"\n")
+    if max(len(a), len(b)) > MAX_MAP_LINES or not 1 <= start <= end <= len(a):
+        return None
+    first = last = None
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if i1 <= start - 1 < i2:
+            first = j1 + (start - 1 - i1) if tag == "equal" else j1
+        if i1 <= end - 1 < i2:
+            last = j1 + (end - 1 - i1) if tag == "equal" else j2 - 1
+    if first is None or last is None or not 0 <= first <= last < len(b):
+        return None
+    return first + 1, last + 1
 
 
 def hash_bytes(b: bytes) -> str:

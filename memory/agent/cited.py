@@ -306,6 +306,8 @@ def memory_json(f: Found, receipts: dict[str, Receipt]) -> dict[str, Any]:
             continue
         cites.append({"id": r.id, "ref": r.ref, "locator": r.locator, "kind": r.kind, "outcome": o.outcome,
                       "reason": o.reason, "observed": o.observed.to_dict() if o.observed else None})
+        if o.change:
+            cites[-1]["change"] = o.change
     return {"id": m.id, "kind": m.kind, "project": m.project, "topic": m.topic, "text": m.text,
             "updated_at": m.updated_at, "freshness": v.freshness if v else "unknown",
             "status": v.status if v else None, "reason": v.reason if v else None,

@@ -21,6 +21,7 @@ from citegraph.indexer.errors import CitegraphError
 from citegraph.indexer.paths import stored_path
 from citegraph.memory.agent.cited import cited
 from citegraph.memory.brief.pack import cut_text, location, quote, safe
+from citegraph.validator.model import CHANGE_TEXT
 from citegraph.validator.next_steps import still_indexing
 from citegraph.validator.refs import check_path
 
@@ -73,6 +74,8 @@ def _memory_lines(m: dict[str, Any], path: str) -> list[str]:
         line = f"    {c['outcome']} {safe(c['locator'])}"
         if c["reason"]:
             line += f" ({c['reason']})"
+        if c.get("change") in CHANGE_TEXT:
+            line += f" ({CHANGE_TEXT[c['change']]})"
         if c["observed"] and (c["outcome"] == "relocated" or c["observed"]["path"] != path
                               and c["outcome"] == "changed"):
             line += f" → {safe(location(c['observed']))}"

@@ -3,8 +3,9 @@
 For each selected memory, its citations are validated (one pipeline) against the
 exact-current snapshot of the repository; ``validator.decisions.refresh_action`` says,
 per citation, whether it may be re-captured at its observed location: a ``relocated``
-one (``--accept relocated``, the default) or a changed symbol with its unique observed
-successor (``--accept successor``) — never a change without a successor, a deletion or an
+one (``--accept relocated``, the default), a changed symbol with its unique observed
+successor (``--accept successor``) or a change of comments/formatting only at the cited
+place (``--accept cosmetic``, SPEC §6.3a) — never another change, a deletion or an
 unknown. The new receipts are captured against the same exact-current state that was
 validated (one read; a move of the repository in between refuses the whole refresh as
 ``racing``, nothing written) and must carry the same evidence as the old ones (the same
@@ -38,11 +39,11 @@ from citegraph.validator.model import Observation, Receipt
 from citegraph.validator.next_steps import still_indexing
 from citegraph.validator.refs import parse_ref
 
-ACCEPTS = ("relocated", "successor")
+ACCEPTS = ("relocated", "successor", "cosmetic")
 
 
 def parse_accept(value: str | list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
-    """``relocated``, ``successor`` or ``relocated,successor`` (default: relocated)."""
+    """Any of ``relocated``, ``successor``, ``cosmetic``, comma-separated (default: relocated)."""
     if value is None:
         return ("relocated",)
     parts = value.split(",") if isinstance(value, str) else [p for v in value for p in str(v).split(",")]
@@ -50,7 +51,7 @@ def parse_accept(value: str | list[str] | tuple[str, ...] | None) -> tuple[str, 
     bad = [p for p in out if p not in ACCEPTS]
     if bad or not out:
         raise CitegraphError(f"--accept {','.join(bad) or repr(value)}: not an outcome refresh accepts",
-                             "use relocated, successor or relocated,successor", code=2, kind="usage")
+                             "use relocated, successor, cosmetic or a comma-separated list of them", code=2, kind="usage")
     return out
 
 
@@ -82,6 +83,8 @@ def _same_evidence(old: Receipt, new: Receipt, accepted: str, o: Observation) ->
     """What a refresh re-captures must be the evidence the observation vouched for."""
     if accepted == "successor":
         return o.observed is not None and new.handle == o.observed.handle
+    if accepted == "cosmetic":  # other bytes, the same code: the same tokens where it was observed
+        return new.token_hash is not None and new.token_hash == old.token_hash
     if old.kind == "file":
         return new.blob_id == old.blob_id
     if old.kind == "span":
@@ -129,7 +132,8 @@ def refresh(home: Home, memory_ids: list[str] | None = None, *, all_memories: bo
         for r in m.citations:
             o = obs.get(r.id) or Observation(r.id, "unknown", str(Reason.INVALID_CITATION))
             action, why = decisions.refresh_action(r, o, accept_relocated="relocated" in accepted,
-                                                   accept_successor="successor" in accepted)
+                                                   accept_successor="successor" in accepted,
+                                                   accept_cosmetic="cosmetic" in accepted)
             if action == decisions.REFRESH:
                 todo.append((m, r, o, why))
     new_by_id: dict[str, Receipt] = {}
@@ -167,7 +171,8 @@ def refresh(home: Home, memory_ids: list[str] | None = None, *, all_memories: bo
             o = obs.get(r.id)
             action, why = decisions.refresh_action(
                 r, o or Observation(r.id, "unknown", str(Reason.INVALID_CITATION)),
-                accept_relocated="relocated" in accepted, accept_successor="successor" in accepted)
+                accept_relocated="relocated" in accepted, accept_successor="successor" in accepted,
+                accept_cosmetic="cosmetic" in accepted)
             new = new_by_id.get(r.id)
             if action == decisions.REFRESH and new is None:
                 action, why = decisions.REFUSE, "not-recaptured"  # the observed place did not resolve the same

@@ -48,7 +48,7 @@ from citegraph.memory.lifecycle.store import Memory, MemoryStore, check_name
 from citegraph.memory.worksets.workset import load_scope
 from citegraph.validator import pipeline
 from citegraph.validator.decisions import Reason
-from citegraph.validator.model import MemoryVerdict, Receipt
+from citegraph.validator.model import CHANGE_TEXT, MemoryVerdict, Receipt
 from citegraph.validator.next_steps import next_step
 
 MAX_CITATIONS = 96
@@ -92,11 +92,14 @@ def _item(rank: int, mem: Memory, cand: Candidate, v: MemoryVerdict,
         observed = o.observed.to_dict() if o.observed else None
         cites.append({"id": r.id, "ref": r.ref, "locator": r.locator, "kind": r.kind, "outcome": o.outcome,
                       "reason": o.reason, "observed": observed})
+        if o.change:
+            cites[-1]["change"] = o.change
         if _moved(r, observed):
             moved.add(r.id)
         advisories += [(r.locator, a) for a in o.advisories]
         if o.outcome in ("changed", "deleted"):
-            bad.append(f"{o.outcome} {r.locator}")
+            detail = f" ({CHANGE_TEXT[o.change]})" if o.change in CHANGE_TEXT else ""
+            bad.append(f"{o.outcome} {r.locator}{detail}")
     reason: str | None = None
     issues: list[dict[str, Any]] = []
     if v.freshness == "stale":

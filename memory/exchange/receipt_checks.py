@@ -34,6 +34,7 @@ from citegraph.indexer.blob_facts import facts_for_blob
 from citegraph.indexer.errors import CitegraphError
 from citegraph.indexer.extract import EXTRACTOR_VERSION, FileFacts, blake3_hex
 from citegraph.indexer.languages import LANGUAGES, language_for_path
+from citegraph.indexer.tokens import token_hash
 from citegraph.memory.exchange.untrusted_json import lone_surrogate, shown
 from citegraph.validator.capture import MAX_DEPS_JSON_BYTES
 from citegraph.validator.receipt_identity import (
@@ -43,7 +44,7 @@ from citegraph.validator.receipt_identity import (
     receipt_id_matches,
 )
 from citegraph.validator.refs import check_path, parse_ref
-from citegraph.validator.spans import hash_bytes, line_count, line_starts, span_bytes
+from citegraph.validator.spans import hash_bytes, line_count, line_starts, span_bytes, span_range
 
 # Bounds of an acceptable receipt (also what makes a publish line's size bounded).
 MAX_LINE = 10**7  # line numbers 1..MAX_LINE
@@ -69,7 +70,7 @@ INT_FIELDS = {"start_line": (1, MAX_LINE), "end_line": (1, MAX_LINE), "ordinal":
               "start_byte": (0, MAX_BYTE), "end_byte": (0, MAX_BYTE)}
 PATTERNS = {"id": CITATION_ID, "repository_id": HEX32, "snapshot_id": SNAPSHOT_ID, "commit": OBJECT_ID,
             "blob_id": OBJECT_ID, "content_hash": HEX32, "span_hash": HEX32, "first_line_hash": HEX32,
-            "fragment_hash": HEX32, "body_hash": HEX32, "handle": CGS_RE, "extractor_version": TOKEN,
+            "fragment_hash": HEX32, "body_hash": HEX32, "token_hash": HEX32, "handle": CGS_RE, "extractor_version": TOKEN,
             "language": TOKEN, "symbol_kind": TOKEN}
 STRING_BYTES = {"ref": MAX_REF_BYTES, "path": MAX_PATH_BYTES, "name": MAX_NAME_BYTES,
                 "qualified_name": MAX_NAME_BYTES}
@@ -118,6 +119,13 @@ def _check(values: Any) -> None:
     for k in RECEIPT_FIELDS:
         v = values.get(k)
         if k == "id":
+            continue
+        if k == "token_hash":  # optional, span and symbol receipts; hashed into the id when present
+            if v is not None:
+                if kind == "file":
+                    raise _Bad(f"{where}: a file citation has no token_hash (got {shown(v)})")
+                if not isinstance(v, str):
+                    raise _Bad(f"{where}: token_hash is {_type_name(v)}, not a string")
             continue
         if k == "deps":  # optional, symbol receipts only; hashed into the id when present
             if v is not None:
@@ -185,12 +193,13 @@ def _check_deps(where: str, v: Any) -> None:
     if not isinstance(deps, list) or len(deps) > MAX_DEPS:
         raise _Bad(f"{where}: deps is not a list of at most {MAX_DEPS} dependencies")
     for d in deps:
-        if not isinstance(d, dict) or set(d) != set(DEP_FIELDS):
+        if not isinstance(d, dict) or set(d) - {"token_hash"} != set(DEP_FIELDS):
             raise _Bad(f"{where}: a dependency does not have the fields {', '.join(sorted(DEP_FIELDS))}")
         for f, t in DEP_FIELDS.items():
             if not isinstance(d[f], t) or isinstance(d[f], bool):
                 raise _Bad(f"{where}: dependency {f} is {_type_name(d[f])}")
-        if not CGS_RE.fullmatch(d["handle"]) or not HEX32.fullmatch(d["fragment_hash"]):
+        if not CGS_RE.fullmatch(d["handle"]) or not HEX32.fullmatch(d["fragment_hash"]) or \
+                not isinstance(d.get("token_hash", ""), str) or not HEX32.fullmatch(d.get("token_hash", "0" * 32)):
             raise _Bad(f"{where}: dependency {shown(d['handle'])} has a malformed handle or fragment hash")
         if not 1 <= d["depth"] <= MAX_DEP_DEPTH or not -1 <= d["via"] < MAX_DEPS:
             raise _Bad(f"{where}: dependency {d['handle']} has depth or via out of range")
@@ -371,8 +380,25 @@ def _verify_in_commit(repo: pygit2.Repository, commit: pygit2.Commit, r: dict[st
     if r["kind"] == "span":
         _verify_span(data, r)
     elif r["kind"] == "symbol":
-        return _verify_symbol(data, r, extract)
+        problem = _verify_symbol(data, r, extract)
+        if problem is not None:
+            return problem
+    _verify_tokens(data, r)
     return None
+
+
+def _verify_tokens(data: bytes, r: dict[str, Any]) -> None:
+    """A recorded token hash is the one this citegraph computes from the blob (a forged one
+    could call a real change cosmetic). Checked under the same extractor version only, as
+    the symbol's facts are: another version may parse with other grammars."""
+    if r.get("token_hash") is None or r["extractor_version"] != EXTRACTOR_VERSION:
+        return
+    if r["kind"] == "span":
+        lang, (sb, eb) = language_for_path(r["path"]), span_range(data, r["start_line"], r["end_line"])
+    else:
+        lang, sb, eb = r["language"], r["start_byte"], r["end_byte"]
+    if token_hash(lang, data, sb, eb) != r["token_hash"]:
+        raise ReceiptMismatch(f"token_hash {r['token_hash']} is not the token hash of the cited code in that blob")
 
 
 def _verify_span(data: bytes, r: dict[str, Any]) -> None:

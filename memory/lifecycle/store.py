@@ -5,7 +5,8 @@ Schema versions (``meta.schema_version``; docs/storage.md): 1 — memories, revi
 citations, terms, observations, worksets; 2 — adds the ``code_index`` (the inverse index
 of the current revisions' citations, SPEC §18) and ``revisions.refresh`` (what a refresh
 replaced and why); 3 — adds ``citations.deps`` (a symbol receipt's resolved dependencies
-at capture, SPEC §21; NULL for the receipts stored before, which get no advisories). A
+at capture, SPEC §21; NULL for the receipts stored before, which get no advisories); 4 —
+adds ``citations.token_hash`` (SPEC §6.3a; NULL before: a change of those is never cosmetic). A
 store of an older version is migrated in place, in one transaction, the first time it is
 opened (read-only opens migrate first, then read); a newer one is refused.
 
@@ -41,7 +42,7 @@ from citegraph.memory.lifecycle import store_lock
 from citegraph.memory.limits import MAX_TEXT_BYTES
 from citegraph.validator.model import Observation, Observed, Receipt
 
-MEMORY_SCHEMA_VERSION = 3
+MEMORY_SCHEMA_VERSION = 4
 LOCK_WAIT_S = 10.0
 NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,128}")  # used with fullmatch: "team\n" is no name
 TOKEN_RE = re.compile(r"[A-Za-z0-9_]+")
@@ -415,6 +416,9 @@ class MemoryStore:
                 # 2 → 3: recorded dependencies; old receipts keep NULL (no deps, no advisories).
                 # First: the 1 → 2 step reads every receipt field.
                 self.con.execute("ALTER TABLE citations ADD COLUMN IF NOT EXISTS deps VARCHAR")
+            if version in (1, 2, 3):
+                # 3 → 4: token hashes; old receipts keep NULL (a change is never cosmetic).
+                self.con.execute("ALTER TABLE citations ADD COLUMN IF NOT EXISTS token_hash VARCHAR")
             if version == 1:
                 self._migrate_1_to_2()
             self.con.execute(DDL)

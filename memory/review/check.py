@@ -35,7 +35,7 @@ from citegraph.indexer import gitrepo
 from citegraph.indexer.errors import CitegraphError
 from citegraph.memory.lifecycle.store import MEMORY_COLS, RECEIPT_FIELDS, Memory, MemoryStore
 from citegraph.validator import diff_scope, pipeline
-from citegraph.validator.model import Advisory, Observation, Receipt
+from citegraph.validator.model import CHANGE_TEXT, Advisory, Observation, Receipt
 from citegraph.validator.next_steps import next_step
 
 # one SARIF rule per outcome, and one for the advisory on an exact citation (SPEC §21)
@@ -77,6 +77,8 @@ class Finding:
 
     @property
     def level(self) -> str:
+        if self.rule == "changed" and self.head.change == "cosmetic":
+            return "note"  # comments/formatting only (SPEC §6.3a): the code did not change
         return LEVEL.get(self.rule, "note")
 
     @property
@@ -94,6 +96,8 @@ class Finding:
         if self.rule == "changed":
             succ = h.observed and h.observed.handle and h.observed.handle != r.handle
             what = (f"its citation {ref} no longer exists as cited; its successor is {where(h)}" if succ
+                    else f"this change edited its citation {ref}: {CHANGE_TEXT[h.change]} (the code's tokens are "
+                    "unchanged; citegraph refresh --accept cosmetic moves the citation)" if h.change in CHANGE_TEXT
                     else f"this change edited the code of its citation {ref}")
             return f"Memory {quoted} (topic {topic}) is stale: {what}."
         if self.rule == "deleted":

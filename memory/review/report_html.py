@@ -9,7 +9,7 @@ import html
 from typing import Any
 
 from citegraph.memory.review.report import FRESHNESS
-from citegraph.validator.model import OUTCOMES
+from citegraph.validator.model import CHANGE_TEXT, OUTCOMES
 
 COLOURS = {"fresh": "#2e7d32", "stale": "#c62828", "unknown": "#8d6e00", "exact": "#2e7d32",
            "relocated": "#1565c0", "changed": "#c62828", "deleted": "#6a1b9a"}
@@ -137,6 +137,8 @@ def _memory(m: dict[str, Any]) -> str:
             loc = ob["path"] + (f"#L{ob['start_line']}-L{ob['end_line']}" if ob.get("start_line") else "")
             where = _link(loc, c.get("observed_link"))
         reason = f' <span class="muted">({esc(c["reason"])})</span>' if c.get("reason") else ""
+        if c.get("change"):
+            reason = f' <span class="muted">({esc(CHANGE_TEXT.get(c["change"], c["change"]))})</span>'
         rows.append(f'<tr class="citation" data-outcome="{esc(c["outcome"])}" data-path="{esc(c["path"])}">'
                     f'<td><span class="badge" style="background:{COLOURS[c["outcome"]]}">{esc(c["outcome"])}</span>'
                     f'{reason}</td><td>{esc(c["kind"])}</td><td>{_link(c.get("locator") or c["ref"], c.get("link"))}</td>'
