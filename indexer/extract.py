@@ -33,10 +33,11 @@ from tree_sitter_language_pack import get_language
 
 from citegraph.indexer.damage import Damage, damage_regions, named_construct
 from citegraph.indexer.languages import LANGUAGES, query_source
+from citegraph.indexer.preparse import blank_variance, repaired
 
 # Bump whenever extraction output for the same bytes can change (queries, rules, damage
 # regions, partial reasons).
-EXTRACTOR_VERSION = "cgx-4"
+EXTRACTOR_VERSION = "cgx-5"
 
 EDGE_KINDS = {"call": "calls", "import": "imports", "inherit": "inherits", "reference": "references"}
 
@@ -132,6 +133,21 @@ def parse(language: str, data: bytes, timeout_s: float):
     return tree
 
 
+def parse_source(language: str, data: bytes, timeout_s: float):
+    """The tree of ``data`` and the text it was parsed from: ``data`` itself, or ``data``
+    with TypeScript variance modifiers blanked when that repairs the type-parameter lists
+    the grammar fails on (indexer/preparse.py). Offsets are the same in both; read names
+    and fragments from ``data``."""
+    tree = parse(language, data, timeout_s)
+    blanking = blank_variance(language, tree.root_node, data)
+    if blanking is None:
+        return tree, data
+    again = parse(language, blanking.text, timeout_s)
+    if repaired(again.root_node, blanking):
+        return again, blanking.text
+    return tree, data
+
+
 def _line_span(node: Node) -> tuple[int, int]:
     start = node.start_point[0] + 1
     end_row, end_col = node.end_point
@@ -170,7 +186,7 @@ def extract(language: str, data: bytes, timeout_s: float = 5.0) -> FileFacts:
     """Extract symbols and edges from one file's bytes (pure apart from the clock)."""
     spec = LANGUAGES[language]
     try:
-        tree = parse(language, data, timeout_s)
+        tree, text = parse_source(language, data, timeout_s)
     except ParseTimeout:
         return FileFacts(status="skipped", reason="parse-timeout")
     root = tree.root_node
@@ -285,10 +301,11 @@ def extract(language: str, data: bytes, timeout_s: float = 5.0) -> FileFacts:
     edges = _edges(refs, span_index, data)
     if status == "indexed":
         return FileFacts(status=status, symbols=symbols, edges=edges)
-    damage = damage_regions(language, root, data, [(d.node, d.name_node) for d in ordered],
+    # The damage of the tree's own text (a blanked modifier is no longer an error there).
+    damage = damage_regions(language, root, text, [(d.node, d.name_node) for d in ordered],
                             [d.node for d in ordered if d.scope_end > d.node.end_byte],
                             spec.statement_scope_keyword)
-    reason = named_construct(language, data, damage[0]) if damage else "ERROR in file"
+    reason = named_construct(language, text, damage[0]) if damage else "ERROR in file"
     return FileFacts(status=status, reason=reason, symbols=symbols, edges=edges, damage=damage)
 
 
