@@ -33,7 +33,14 @@ from tree_sitter_language_pack import get_language
 
 from citegraph.indexer.damage import Damage, damage_regions, named_construct
 from citegraph.indexer.languages import LANGUAGES, query_source
-from citegraph.indexer.preparse import blank_variance, repaired
+from citegraph.indexer.preparse import (
+    VARIANCE_LANGUAGES,
+    blank_variance,
+    call_signature_spots,
+    repaired,
+    separate,
+    separated,
+)
 
 # Bump whenever extraction output for the same bytes can change (queries, rules, damage
 # regions, partial reasons).
@@ -133,19 +140,44 @@ def parse(language: str, data: bytes, timeout_s: float):
     return tree
 
 
+# Re-parse rounds at most per file (each repairs what the previous tree shows).
+MAX_REPAIR_ROUNDS = 16
+
+
 def parse_source(language: str, data: bytes, timeout_s: float):
     """The tree of ``data`` and the text it was parsed from: ``data`` itself, or ``data``
-    with TypeScript variance modifiers blanked when that repairs the type-parameter lists
-    the grammar fails on (indexer/preparse.py). Offsets are the same in both; read names
-    and fragments from ``data``."""
+    repaired byte for byte where the TypeScript grammar fails on valid code
+    (indexer/preparse.py: variance modifiers blanked, implied member separators written).
+    Offsets and lines are the same in both; read names and fragments from ``data``."""
     tree = parse(language, data, timeout_s)
-    blanking = blank_variance(language, tree.root_node, data)
-    if blanking is None:
-        return tree, data
-    again = parse(language, blanking.text, timeout_s)
-    if repaired(again.root_node, blanking):
-        return again, blanking.text
-    return tree, data
+    text = data
+    for _ in range(MAX_REPAIR_ROUNDS):  # a repair can uncover the next (error recovery hid it)
+        before = text
+        blanking = blank_variance(language, tree.root_node, text)
+        if blanking is not None:
+            again = parse(language, blanking.text, timeout_s)
+            if repaired(again.root_node, blanking):
+                tree, text = again, blanking.text
+        if language in VARIANCE_LANGUAGES and tree.root_node.has_error:
+            tree, text = _separate_members(language, tree, text, timeout_s)
+        if text == before or not tree.root_node.has_error:
+            break
+    return tree, text
+
+
+def _separate_members(language: str, tree, text: bytes, timeout_s: float):
+    """``text`` with the member separators TypeScript implies written where a re-parse
+    confirms every one (first all candidates, then those the first re-parse confirmed)."""
+    spots = call_signature_spots(tree.root_node, text)
+    for _ in range(2):
+        if not spots:
+            break
+        again = parse(language, separate(text, spots), timeout_s)
+        good = separated(again.root_node, spots)
+        if good == spots:
+            return again, separate(text, spots)
+        spots = good
+    return tree, text
 
 
 def _line_span(node: Node) -> tuple[int, int]:

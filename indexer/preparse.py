@@ -130,15 +130,115 @@ def blank_variance(language: str, root: Node, data: bytes) -> Blanking | None:
     return Blanking(bytes(text), tuple(sorted(lists)), tuple(sorted(set(tokens))))
 
 
+def _node_at(root: Node, start: int, end: int, kind: str) -> Node | None:
+    """The node of type ``kind`` spanning exactly [start, end), if any."""
+    n = root.descendant_for_byte_range(start, max(start, end - 1))
+    while n is not None and n.start_byte >= start and n.end_byte <= end:
+        if n.type == kind and n.start_byte == start and n.end_byte == end:
+            return n
+        n = n.parent
+    return None
+
+
 def repaired(root: Node, blanking: Blanking) -> bool:
-    """Does the tree of the blanked text parse every touched list cleanly? No error or
-    MISSING node may lie within or touch one (a list inside a larger error counts too)."""
-    stack = [root]
+    """Does the tree of the blanked text parse every touched list cleanly: a
+    `type_parameters` node of the same span with no ERROR or MISSING node inside? (An
+    error elsewhere, even one enclosing the list, is another gap's: it keeps its damage.)"""
+    for start, end in blanking.lists:
+        node = _node_at(root, start, end, "type_parameters")
+        if node is None or node.has_error:
+            return False
+    return True
+
+
+# --- A generic call signature starting a line in an object type ------------------------------
+#
+# TypeScript never reads a `<` after a line break as type arguments of a type reference
+# (`parseTypeArgumentsOfTypeReference` requires no preceding line break), so in an object
+# type or interface whose members are separated by line breaks alone,
+#     (a: A): (b: B) => C
+#     <T>(x: T): T
+# the second line is a new member. The grammar reads `C<T>` and fails. The repair turns the
+# last indentation byte before such a `<` into the `;` TypeScript implies: same length,
+# same lines and columns.
+
+# A member cannot end on these (its type goes on): no separator is implied after them.
+_CONTINUES = frozenset({":", "|", "&", "=>", ",", ";", "{", "(", "[", "<", "?", "=", ".", "...", "extends",
+                        "keyof", "typeof", "new", "readonly", "infer", "is", "asserts", "unique", "?:", "-", "+"})
+_MEMBER_LISTS = frozenset({"object_type", "interface_body"})
+# Ancestors that mean the `<` is not in a type (an expression, a statement, JSX).
+_NOT_TYPE = frozenset({"arguments", "class_body", "program", "statement_block"})
+_NOT_TYPE_SUFFIXES = ("_statement", "expression", "_declaration", "_definition")
+
+
+def _in_member_list(leaf: Node) -> bool:
+    """Is the nearest enclosing member list reached through type nodes only? Inside
+    nothing but ERROR nodes (the grammar gave up on the whole context) the answer is left
+    to the re-parse, which keeps only a `;` that lands in a member list."""
+    n = leaf.parent
+    while n is not None:
+        if n.type in _MEMBER_LISTS:
+            return True
+        if n.is_error:
+            n = n.parent
+            continue
+        if n.type in _NOT_TYPE or n.type.endswith(_NOT_TYPE_SUFFIXES) or n.type.startswith("jsx"):
+            return False
+        n = n.parent
+    return True
+
+
+def call_signature_spots(root: Node, data: bytes) -> list[int]:
+    """Byte offsets (the last indentation byte before a line-initial `<`) where TypeScript
+    implies a member separator the grammar does not see."""
+    out: list[int] = []
+    prev: Node | None = None
+    for leaf in _leaves(root):
+        if leaf.type == "comment":
+            continue
+        if leaf.type == "<" and prev is not None and prev.type not in _CONTINUES:
+            line_start = data.rfind(b"\n", 0, leaf.start_byte) + 1
+            indent = data[line_start:leaf.start_byte]
+            # in a member list, or right after one's last token (the grammar may have
+            # closed the list early with a MISSING `}` to read the `<` as something else)
+            if (indent and not indent.strip(b" \t") and prev.end_byte < line_start
+                    and (_in_member_list(leaf) or _in_member_list(prev))):
+                out.append(leaf.start_byte - 1)
+        prev = leaf
+    return out
+
+
+def separate(data: bytes, spots: list[int]) -> bytes:
+    text = bytearray(data)
+    for at in spots:
+        text[at:at + 1] = b";"
+    return bytes(text)
+
+
+def separated(root: Node, spots: list[int]) -> list[int]:
+    """The spots the re-parsed tree reads as a member separator: a `;` token whose parent
+    is an object type or interface body, no ERROR or MISSING node of that body touching it
+    (an error enclosing the body is another gap's)."""
+    good = []
+    for at in spots:
+        node = root.descendant_for_byte_range(at, at + 1)
+        body = node.parent if node is not None else None
+        if (node is None or node.type != ";" or node.start_byte != at or body is None
+                or body.type not in _MEMBER_LISTS):
+            continue
+        if not _error_touches(body, at, at + 1):
+            good.append(at)
+    return good
+
+
+def _error_touches(node: Node, start: int, end: int) -> bool:
+    stack = [node]
     while stack:
         n = stack.pop()
+        if n.end_byte < start or n.start_byte > end:
+            continue
         if n.is_error or n.is_missing:
-            if any(n.start_byte <= end and start <= n.end_byte for start, end in blanking.lists):
-                return False
-        elif n.has_error:
+            return True
+        if n.has_error:
             stack.extend(n.children)
-    return True
+    return False
