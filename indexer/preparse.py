@@ -188,11 +188,39 @@ def _in_member_list(leaf: Node) -> bool:
     return True
 
 
+# Leaves that can end a type, for a context the grammar gave up on (ERROR nodes only): a
+# member name (`method` ⏎ `<T>(x: T): T` is one generic method to TypeScript) is not one;
+# an identifier is a type's end only right after a token that a type name follows.
+_BEFORE_TYPE_NAME = frozenset({":", "|", "&", "=>", ".", "keyof", "typeof", "is", "extends", "?", "infer",
+                               "readonly", "unique", "asserts"})
+_TYPE_END_LEAVES = frozenset({"type_identifier", ">", ">>", ">>>", ")", "]", "}", '"', "'", "`", "this", "void", "never",
+                              "unknown", "any", "boolean", "bigint", "symbol", "object", "string", "number",
+                              "undefined", "null", "true", "false"})
+
+
+def _ends_a_type(prev: Node, before: Node | None) -> bool:
+    """Does ``prev`` (after ``before``) end a member's type, not name a member? Inside a type
+    node before its member list is reached (an object type's own `}` ends a type: it goes on
+    up); where no member list or type node is above it (ERROR nodes only), by the tokens:
+    a leaf that can end a type, or an identifier after a token a type name follows."""
+    n = prev.parent
+    while n is not None:
+        if n.type in _MEMBER_LISTS and not (prev.type == "}" and prev.parent == n):
+            return False
+        if n.type == "type_annotation" or n.type.endswith("_type"):
+            return True
+        n = n.parent
+    if prev.type == "identifier":
+        return before is not None and before.type in _BEFORE_TYPE_NAME
+    return prev.type in _TYPE_END_LEAVES
+
+
 def call_signature_spots(root: Node, data: bytes) -> list[int]:
     """Byte offsets (the last indentation byte before a line-initial `<`) where TypeScript
     implies a member separator the grammar does not see."""
     out: list[int] = []
     prev: Node | None = None
+    before: Node | None = None
     for leaf in _leaves(root):
         if leaf.type == "comment":
             continue
@@ -201,10 +229,10 @@ def call_signature_spots(root: Node, data: bytes) -> list[int]:
             indent = data[line_start:leaf.start_byte]
             # in a member list, or right after one's last token (the grammar may have
             # closed the list early with a MISSING `}` to read the `<` as something else)
-            if (indent and not indent.strip(b" \t") and prev.end_byte < line_start
+            if (indent and not indent.strip(b" \t") and prev.end_byte < line_start and _ends_a_type(prev, before)
                     and (_in_member_list(leaf) or _in_member_list(prev))):
                 out.append(leaf.start_byte - 1)
-        prev = leaf
+        prev, before = leaf, prev
     return out
 
 
