@@ -144,13 +144,16 @@ def parse(language: str, data: bytes, timeout_s: float):
 MAX_REPAIR_ROUNDS = 16
 
 
-def parse_source(language: str, data: bytes, timeout_s: float):
+def parse_source(language: str, data: bytes, timeout_s: float, repair: bool = True):
     """The tree of ``data`` and the text it was parsed from: ``data`` itself, or ``data``
     repaired byte for byte where the TypeScript grammar fails on valid code
     (indexer/preparse.py: variance modifiers blanked, implied member separators written).
-    Offsets and lines are the same in both; read names and fragments from ``data``."""
+    Offsets and lines are the same in both; read names and fragments from ``data``.
+    ``repair=False`` gives the grammar's own tree (bench/repair_check.py compares them)."""
     tree = parse(language, data, timeout_s)
     text = data
+    if not repair:
+        return tree, text
     for _ in range(MAX_REPAIR_ROUNDS):  # a repair can uncover the next (error recovery hid it)
         before = text
         blanking = blank_variance(language, tree.root_node, text)
@@ -214,11 +217,11 @@ def _written_scope(text: str) -> str:
     return ".".join(p.strip() for p in "".join(out).split("::") if p.strip())
 
 
-def extract(language: str, data: bytes, timeout_s: float = 5.0) -> FileFacts:
+def extract(language: str, data: bytes, timeout_s: float = 5.0, repair: bool = True) -> FileFacts:
     """Extract symbols and edges from one file's bytes (pure apart from the clock)."""
     spec = LANGUAGES[language]
     try:
-        tree, text = parse_source(language, data, timeout_s)
+        tree, text = parse_source(language, data, timeout_s, repair)
     except ParseTimeout:
         return FileFacts(status="skipped", reason="parse-timeout")
     root = tree.root_node
