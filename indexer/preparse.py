@@ -1,21 +1,26 @@
-"""Byte-preserving pre-parse: TypeScript variance modifiers blanked where the grammar fails.
+"""Byte-preserving pre-parse: valid TypeScript the grammar fails on, repaired byte for byte.
 
-No released tree-sitter-typescript grammar parses TS 4.7 variance annotations
-(`interface Box<out T>`, `<in T>`, `<in out T>`, `<const in T>`; tree-sitter-typescript
-issue #370): the parser reads `in`/`out` as the parameter's name and the real name as an
-ERROR. When a parse of TypeScript or TSX shows an error inside a type-parameter list, the
-`in`/`out` modifier tokens of that list are replaced by as many spaces and the text is parsed
-again. Every byte offset, line and column stays what it was, so the tree of the blanked text
-is a tree of the original bytes; everything stored (names, fragments, hashes) is read from
-the original bytes. The re-parse is used only when it repairs every list it touched
-(docs/languages.md); otherwise the original tree stands and the file stays `partial`.
+Two repairs, each replacing bytes by as many other bytes (never a line break), so every
+byte offset, line and column of the repaired text's tree is one of the original bytes;
+everything stored (names, fragments, hashes) is read from the original bytes. Each is
+tried only on a TypeScript/TSX tree with errors and kept only where the re-parse confirms
+it (docs/languages.md); otherwise the original tree stands and the file stays `partial`.
 
-A modifier is recognised on the list's own tokens, exactly as TypeScript reads a type
-parameter: at the list's top level, after `<` or `,`, a run of words before the first other
-token (or `extends`); the last word is the name, the words before it its modifiers, and the
-run counts only when every modifier is `const`, `in` or `out`, none twice. So `<out>` (a
-parameter named `out`), `<in out>` (`in` on a parameter named `out`), a string `"in"`, a
-nested list's tokens (its own list decides) and `for (x in y)` are never touched.
+1. **Variance annotations.** No released tree-sitter-typescript grammar parses TS 4.7
+   `interface Box<out T>`, `<in T>`, `<in out T>`, `<const in T>` (issue #370): the parser
+   reads `in`/`out` as the parameter's name and the real name as an ERROR. In a
+   type-parameter list holding an error, the `in`/`out` modifiers are blanked (spaces). A
+   modifier is recognised on the list's own tokens, exactly as TypeScript reads a type
+   parameter: at the list's top level, after `<` or `,`, a run of words before the first
+   other token (or `extends`); the last word is the name, the words before it its
+   modifiers, and the run counts only when every modifier is `const`, `in` or `out`, none
+   twice. So `<out>` (a parameter named `out`), `<in out>` (`in` on a parameter named
+   `out`), a string `"in"`, a nested list's tokens (its own list decides) and
+   `for (x in y)` are never touched. Kept when each blanked list re-parses cleanly.
+2. **A generic call signature starting a line** in an object type or interface whose
+   members are separated by line breaks alone (below): the `;` TypeScript implies is
+   written over the last indentation byte. Kept where the re-parse reads it as a member
+   separator.
 """
 
 from __future__ import annotations
