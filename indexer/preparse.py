@@ -77,7 +77,7 @@ def list_modifiers(node: Node, data: bytes) -> list[tuple[int, int]]:
         t = leaf.type
         if t == "comment":
             continue
-        if depth == 1 and run is not None and _is_word(leaf, data):
+        if run is not None and _is_word(leaf, data):  # a run is opened at depth 1 only
             run.append(leaf)
             continue
         if run is not None:
@@ -203,7 +203,7 @@ _TYPE_END_LEAVES = frozenset({"type_identifier", ">", ">>", ">>>", ")", "]", "}"
                               "undefined", "null", "true", "false"})
 
 
-def _ends_a_type(prev: Node, before: Node | None) -> bool:
+def ends_a_type(prev: Node, before: Node | None) -> bool:
     """Does ``prev`` (after ``before``) end a member's type, not name a member? Inside a type
     node before its member list is reached (an object type's own `}` ends a type: it goes on
     up); where no member list or type node is above it (ERROR nodes only), by the tokens:
@@ -234,7 +234,7 @@ def call_signature_spots(root: Node, data: bytes) -> list[int]:
             indent = data[line_start:leaf.start_byte]
             # in a member list, or right after one's last token (the grammar may have
             # closed the list early with a MISSING `}` to read the `<` as something else)
-            if (indent and not indent.strip(b" \t") and prev.end_byte < line_start and _ends_a_type(prev, before)
+            if (indent and not indent.strip(b" \t") and prev.end_byte < line_start and ends_a_type(prev, before)
                     and (_in_member_list(leaf) or _in_member_list(prev))):
                 out.append(leaf.start_byte - 1)
         prev, before = leaf, prev

@@ -6,10 +6,12 @@ the `;` is kept only where the re-parse reads it as a member separator."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from citegraph.indexer.extract import blake3_hex, extract, parse, parse_source
-from citegraph.indexer.preparse import call_signature_spots, separate, separated
+from citegraph.indexer.preparse import call_signature_spots, ends_a_type, separate, separated
 
 DUAL = b"""\
 export const takeWhile: {
@@ -89,6 +91,10 @@ def test_exactly_the_implied_separators_are_written():
     b"type T = {\n  f:\n    <A>(a: A) => A\n  g: (\n}\n",
     # a union continued
     b"type U = {\n  f: A |\n    <B>(b: B) => B\n} & (\n",
+    # a type ends the line, but in an expression (`as`), not in a member list
+    b"const a = b as Foo\n  <Bar>c\nlet broken = (;\n",
+    # a quoted member name: `"method"` then its type parameters, one generic method
+    b'interface I {\n  "method"\n  <T>(x: T): T\n}\nlet broken = (;\n',
 ])
 def test_no_separator_where_typescript_implies_none(source):
     root = parse("typescript", source, 5.0).root_node
@@ -144,6 +150,66 @@ def test_a_context_the_grammar_gave_up_on_is_left_to_the_reparse():
         ("constant", "clamp", 1, 9)]
 
 
+def _stand_in(kind: str, parent=None):
+    return SimpleNamespace(type=kind, parent=parent)
+
+
+def test_in_a_context_of_errors_only_the_tokens_decide():
+    """Where only ERROR nodes lie above (the grammar gave up), a leaf ends a type when it is
+    one that can (`>`, a type name, a literal …), an identifier only after a token a type
+    name follows; a keyword-like member name or an identifier starting a member does not."""
+    error = _stand_in("ERROR", _stand_in("ERROR"))
+    assert ends_a_type(_stand_in(">", error), _stand_in("type_identifier", error))
+    assert ends_a_type(_stand_in("identifier", error), _stand_in("|", error))
+    assert not ends_a_type(_stand_in("identifier", error), _stand_in("}", error))
+    assert not ends_a_type(_stand_in("identifier", error), None)
+    assert not ends_a_type(_stand_in("get", error), _stand_in("}", error))
+
+
+def test_an_unconfirmed_candidate_does_not_spoil_a_confirmed_one():
+    """A `<` after an object type that ends a type alias (TSX: JSX on the next line) is a
+    candidate the re-parse refuses; the call signature further on is still repaired (the
+    confirmed spots are tried again alone)."""
+    src = (b"type P = { a: B }\n  <div/>\n\nexport const lift: {\n  (f: (a: number) => number): (self: number) => number\n"
+           b"  <A>(self: A): A\n} = (x: any) => x\n")
+    jsx, sig = src.index(b"<div") - 1, src.index(b"<A>(self") - 1
+    assert call_signature_spots(parse("tsx", src, 5.0).root_node, src) == [jsx, sig]
+    tree, text = parse_source("tsx", src, 5.0)
+    assert [i for i in range(len(src)) if text[i] != src[i]] == [sig]
+    assert b"<div/>" in text[:jsx + 8]
+
+
+SINK = b"""\
+export declare namespace Sink {
+  export interface Constructor<In> {
+    <E, R, B = never>(ab: (_: Stream<In>) => Effect<B, E, R>): Sink<B, In, never, E, Exclude<R, Scope>>
+    <E, R, B = never, C = never>(
+      ab: (_: Stream<In>) => B,
+      bc: (_: B) => Effect<C, E, R>
+    ): Sink<C, In, never, E, Exclude<R, Scope>>
+    <E, R, B = never, C = never, D = never>(
+      ab: (_: Stream<In>) => B,
+      bc: (_: B) => C,
+      cd: (_: C) => Effect<D, E, R>
+    ): Sink<D, In, never, E, Exclude<R, Scope>>
+  }
+}
+
+export const after = 1
+"""
+
+
+def test_a_repair_that_uncovers_the_next_is_followed_by_another_round():
+    """Effect-TS Sink.ts: the grammar closes the interface early at the first failure, so
+    the second signature's `<` is not even in a member list until the first is repaired."""
+    first = SINK.index(b"<E, R, B = never, C = never>(") - 1
+    assert call_signature_spots(parse("typescript", SINK, 5.0).root_node, SINK) == [first]
+    tree, text = parse_source("typescript", SINK, 5.0)
+    assert not tree.root_node.has_error
+    assert [i for i in range(len(SINK)) if text[i] != SINK[i]] == [first, SINK.index(b"<E, R, B = never, C = never, D") - 1]
+    assert extract("typescript", SINK).status == "indexed"
+
+
 def test_column_0_has_no_byte_to_write_and_stays_partial():
     source = b"type T = {\n  (a: A): (b: B) => C\n<T>(x: T): T\n}\n\nexport function ok(): number {\n  return 1;\n}\n"
     root = parse("typescript", source, 5.0).root_node
@@ -168,9 +234,11 @@ def test_a_separator_the_reparse_does_not_confirm_is_dropped():
     further = b"type T = {\n  (a: A): B\n  <T>(x: T): T T\n}\n"
     later = parse("typescript", separate(further, [spot]), 5.0).root_node
     assert later.has_error and separated(later, [spot]) == [spot]
-    # in an expression statement the `;` is no member separator
-    expr = b"a\n ;<b\n"
-    assert separated(parse("typescript", expr, 5.0).root_node, [2]) == []
+    assert separated(good, [source.index(b"{")]) == []  # a member list's own token, not a `;`
+    # in an expression statement a `;` (the re-parse has no error) is no member separator
+    expr = b"a\n ;<B>c\n"
+    tree = parse("typescript", expr, 5.0).root_node
+    assert not tree.has_error and separated(tree, [expr.index(b";")]) == []
 
 
 def test_an_error_elsewhere_no_longer_changes_a_later_declaration():
