@@ -73,7 +73,7 @@ CORPUS_SUBSET = (  # --corpus subset: a quick sample touching every decision tab
     "collision_fork_go", "extractor_changed_python", "legacy_python", "dirty_overlay_python",
     "duplicate_in_file_go", "rename_python", "body_change_go", "path_reuse_shim_python",
     "racing_validate_python", "collision_worktree_typescript",
-    "coverage_variance_typescript",  # the damage-region refinement of SPEC §6.4
+    "coverage_regions_python",  # the damage-region refinement of SPEC §6.4 (a grammar gap that remains)
 )
 
 ROOT = Path(__file__).resolve().parent.parent

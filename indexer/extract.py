@@ -33,10 +33,18 @@ from tree_sitter_language_pack import get_language
 
 from citegraph.indexer.damage import Damage, damage_regions, named_construct
 from citegraph.indexer.languages import LANGUAGES, query_source
+from citegraph.indexer.preparse import (
+    VARIANCE_LANGUAGES,
+    blank_variance,
+    call_signature_spots,
+    repaired,
+    separate,
+    separated,
+)
 
 # Bump whenever extraction output for the same bytes can change (queries, rules, damage
 # regions, partial reasons).
-EXTRACTOR_VERSION = "cgx-4"
+EXTRACTOR_VERSION = "cgx-5"
 
 EDGE_KINDS = {"call": "calls", "import": "imports", "inherit": "inherits", "reference": "references"}
 
@@ -132,6 +140,49 @@ def parse(language: str, data: bytes, timeout_s: float):
     return tree
 
 
+# Re-parse rounds at most per file (each repairs what the previous tree shows).
+MAX_REPAIR_ROUNDS = 16
+
+
+def parse_source(language: str, data: bytes, timeout_s: float, repair: bool = True):
+    """The tree of ``data`` and the text it was parsed from: ``data`` itself, or ``data``
+    repaired byte for byte where the TypeScript grammar fails on valid code
+    (indexer/preparse.py: variance modifiers blanked, implied member separators written).
+    Offsets and lines are the same in both; read names and fragments from ``data``.
+    ``repair=False`` gives the grammar's own tree (bench/repair_check.py compares them)."""
+    tree = parse(language, data, timeout_s)
+    text = data
+    if not repair:
+        return tree, text
+    for _ in range(MAX_REPAIR_ROUNDS):  # a repair can uncover the next (error recovery hid it)
+        before = text
+        blanking = blank_variance(language, tree.root_node, text)
+        if blanking is not None:
+            again = parse(language, blanking.text, timeout_s)
+            if repaired(again.root_node, blanking):
+                tree, text = again, blanking.text
+        if language in VARIANCE_LANGUAGES and tree.root_node.has_error:
+            tree, text = _separate_members(language, tree, text, timeout_s)
+        if text == before or not tree.root_node.has_error:
+            break
+    return tree, text
+
+
+def _separate_members(language: str, tree, text: bytes, timeout_s: float):
+    """``text`` with the member separators TypeScript implies written where a re-parse
+    confirms every one (first all candidates, then those the first re-parse confirmed)."""
+    spots = call_signature_spots(tree.root_node, text)
+    for _ in range(2):
+        if not spots:
+            break
+        again = parse(language, separate(text, spots), timeout_s)
+        good = separated(again.root_node, spots)
+        if good == spots:
+            return again, separate(text, spots)
+        spots = good
+    return tree, text
+
+
 def _line_span(node: Node) -> tuple[int, int]:
     start = node.start_point[0] + 1
     end_row, end_col = node.end_point
@@ -166,11 +217,11 @@ def _written_scope(text: str) -> str:
     return ".".join(p.strip() for p in "".join(out).split("::") if p.strip())
 
 
-def extract(language: str, data: bytes, timeout_s: float = 5.0) -> FileFacts:
+def extract(language: str, data: bytes, timeout_s: float = 5.0, repair: bool = True) -> FileFacts:
     """Extract symbols and edges from one file's bytes (pure apart from the clock)."""
     spec = LANGUAGES[language]
     try:
-        tree = parse(language, data, timeout_s)
+        tree, text = parse_source(language, data, timeout_s, repair)
     except ParseTimeout:
         return FileFacts(status="skipped", reason="parse-timeout")
     root = tree.root_node
@@ -285,10 +336,11 @@ def extract(language: str, data: bytes, timeout_s: float = 5.0) -> FileFacts:
     edges = _edges(refs, span_index, data)
     if status == "indexed":
         return FileFacts(status=status, symbols=symbols, edges=edges)
-    damage = damage_regions(language, root, data, [(d.node, d.name_node) for d in ordered],
+    # The damage of the tree's own text (a blanked modifier is no longer an error there).
+    damage = damage_regions(language, root, text, [(d.node, d.name_node) for d in ordered],
                             [d.node for d in ordered if d.scope_end > d.node.end_byte],
                             spec.statement_scope_keyword)
-    reason = named_construct(language, data, damage[0]) if damage else "ERROR in file"
+    reason = named_construct(language, text, damage[0]) if damage else "ERROR in file"
     return FileFacts(status=status, reason=reason, symbols=symbols, edges=edges, damage=damage)
 
 

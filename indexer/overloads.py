@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from tree_sitter import Node
 
-from citegraph.indexer.extract import parse
+from citegraph.indexer.extract import parse_source
 
 PY_OVERLOAD_DECORATORS = frozenset({"overload", "typing.overload", "typing_extensions.overload"})
 TS_SIGNATURES = frozenset({"function_signature", "method_signature"})
@@ -91,7 +91,7 @@ def overload_stubs(language: str, data: bytes, spans: list[tuple[int, int]], tim
     if rule is None or not spans:
         return [False] * len(spans)
     try:
-        tree = parse(language, data, timeout_s)
+        tree, _ = parse_source(language, data, timeout_s)
     except Exception:  # noqa: BLE001 - no verdict: without a parse nothing is a stub
         return [False] * len(spans)
     decorators = python_overload_decorators(tree.root_node, data) if language == "python" else frozenset()

@@ -131,28 +131,34 @@ export function unbox<T>(b: Box<T>): T {
   return b.get();
 }
 """
+PEP696_PY = """\
+def first[T = int](xs: list[T]) -> T:
+    return xs[0]
+"""
 
 
 def test_grammar_gap_is_named_in_index_and_status(repo, run_cli):
-    """Issue 15: a partial file says why (the construct of its first error, and where)."""
+    """Issue 15: a partial file says why (the construct of its first error, and where).
+    Issue 23: TS variance annotations are no such gap any more (the file is indexed)."""
     repo.write("src/box.ts", VARIANCE_TS)
     repo.write("src/ok.ts", "export const ok = 1;\n")
+    repo.write("src/gap.py", PEP696_PY)
     repo.write("src/broken.py", "def f(:\n    pass\n")
     repo.commit("c1")
     built = run_json(run_cli, "index", "--json", str(repo.root))
-    variance = "variance annotation (TS 4.7 in/out type parameter): ERROR in type_parameters"
-    assert built["coverage"]["typescript"] == {"indexed": 1, "partial": 1, "skipped": 0,
-                                               "partial_causes": {variance: 1}}
-    assert built["coverage"]["python"]["partial_causes"] == {'MISSING ")" in parameters': 1}
+    pep696 = "type parameter default (PEP 696, Python 3.13): ERROR in type_parameter"
+    missing = 'MISSING ")" in parameters'
+    assert built["coverage"]["typescript"] == {"indexed": 2, "partial": 0, "skipped": 0}
+    assert built["coverage"]["python"]["partial_causes"] == {pep696: 1, missing: 1}
     st = run_json(run_cli, "status", "--json", str(repo.root))
     assert st["coverage"] == built["coverage"]
     assert st["partial_files"] == [
-        {"path": "src/box.ts", "language": "typescript", "line": 1, "construct": variance},
-        {"path": "src/broken.py", "language": "python", "line": 1, "construct": 'MISSING ")" in parameters'},
+        {"path": "src/broken.py", "language": "python", "line": 1, "construct": missing},
+        {"path": "src/gap.py", "language": "python", "line": 1, "construct": pep696},
     ]
     human = run_cli("status", str(repo.root))
     assert human.returncode == 0
-    assert f"partial src/box.ts:1: {variance}" in human.stdout
+    assert f"partial src/gap.py:1: {pep696}" in human.stdout
 
 
 def test_status_kind_remote(make_repo, run_cli):
