@@ -48,6 +48,15 @@ def test_not_token_exact_is_none():
     assert token_hash("python", b"x = 1\n", 3, 99) is None  # beyond the bytes
 
 
+def test_a_variance_annotation_change_is_never_cosmetic():
+    """The TypeScript repair blanks `in`/`out` for extraction (docs/languages.md); the token
+    hash must not see the blanked text, or `<in T>` -> `<out T>` would hash equal."""
+    a = b"interface Box<in T> {\n  f(x: T): void;\n}\n"
+    b = b"interface Box<out T> {\n  f(x: T): void;\n}\n"
+    assert token_hash("typescript", a, 0, len(a)) is None
+    assert token_hash("typescript", b, 0, len(b)) is None
+
+
 def test_a_fragment_is_judged_in_its_file_with_its_context():
     src = b"class A:\n    def f(self):\n        return 1\n"
     moved = b"class A:\n    pass\n\n\ndef f(self):\n    return 1\n"
