@@ -234,9 +234,15 @@ def test_killed_build_leaves_no_worker_and_no_lock(many_files, home, run_cli, si
     if sig == signal.SIGTERM:
         st = as_json(run_cli("status", "--json", str(many_files.root), timeout=TIMEOUT))
         assert [s["state"] for s in st["snapshots"]] == ["failed"]
-    # The next build takes the lock at once and succeeds (bounded: 10 s, acceptance 3).
-    nxt = as_json(run_cli("index", "--json", str(many_files.root), timeout=10))
-    assert nxt["state"] == "ready" and nxt["files"] == 1500
+    # The next build takes the lock at once and succeeds (acceptance 3). "At once" is
+    # asserted by what the build says, not by a wall-clock bound: a build that found the lock
+    # held prints that it waits (a 10 s bound on the whole 1,500-file build failed under the
+    # load of a 4-process CI run on 2 cores, where the build alone took longer).
+    nxt = run_cli("index", str(many_files.root), timeout=TIMEOUT)
+    assert nxt.returncode == 0, nxt.stderr
+    assert "waiting for another build" not in nxt.stderr
+    st = as_json(run_cli("status", "--json", str(many_files.root), timeout=TIMEOUT))
+    assert [(s["state"], s["files"]) for s in st["snapshots"] if s["state"] == "ready"] == [("ready", 1500)]
 
 
 def test_build_lock_dies_with_its_owner_not_with_its_children(home, tmp_path):
