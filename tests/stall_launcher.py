@@ -13,6 +13,9 @@ test changes it while the process runs; 0 or no file: no stall). The hook is inj
 
 from __future__ import annotations
 
+import faulthandler
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -22,6 +25,7 @@ from citegraph.graph.build_hooks import BuildHooks
 
 
 def main() -> None:
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # a test that times out asks for the stacks
     stage, _, only = sys.argv[1].partition("@")
     marker, spec = Path(sys.argv[2]), sys.argv[3]
 
@@ -36,7 +40,13 @@ def main() -> None:
     def stall(at: str) -> None:
         if at == stage and (s := seconds()) > 0:
             marker.write_text(at)
-            time.sleep(s)
+            # In slices: a signal whose C handler ran just before the sleep's system call,
+            # or on another thread (DuckDB's), leaves one long sleep running to its end;
+            # the interpreter acts on it between slices, as it would between a real
+            # build's steps.
+            end = time.monotonic() + s
+            while (left := end - time.monotonic()) > 0:
+                time.sleep(min(left, 0.05))
 
     if sys.argv[4] == "--compact":  # a compaction (graph/compaction.py) with the stall
         from citegraph.graph.compaction import compact
@@ -76,3 +86,31 @@ def stalled_compaction_argv(stage: str, marker: Path, seconds: float, home: Path
                             snapshot_id: str, repo: Path) -> list[str]:
     return [sys.executable, str(Path(__file__)), stage, str(marker), str(seconds), "--compact", str(home),
             repository_id, snapshot_id, str(repo)]
+
+
+def hung_report(proc: subprocess.Popen[str]) -> str:
+    """What a stalled launcher process that did not exit in time was doing: every thread's
+    Python stack (faulthandler, registered on SIGUSR1 in ``main``) and each thread's signal
+    masks, plus this (the test's) process's ignored signals. Kills ``proc``."""
+    lines = [f"test process SigIgn {_sig_line(Path('/proc/self/status'), 'SigIgn')}"]
+    for task in sorted(Path(f"/proc/{proc.pid}/task").glob("*")):
+        status = task / "status"
+        lines.append(f"thread {task.name}: " + " ".join(f"{k} {_sig_line(status, k)}"
+                                                        for k in ("SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt")))
+    try:
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(2)
+    finally:
+        proc.kill()
+    out, err = proc.communicate()
+    return "\n".join([*lines, "stdout:", out or "", "stderr:", err or ""])
+
+
+def _sig_line(status: Path, key: str) -> str:
+    try:
+        for line in status.read_text().splitlines():
+            if line.startswith(key + ":"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "?"

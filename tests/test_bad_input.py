@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from gitutil import GIT_ENV, GitRepo
-from stall_launcher import stalled_argv
+from stall_launcher import hung_report, stalled_argv
 
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.graph.store import Home
@@ -329,7 +329,10 @@ def test_sigint_during_build(repo, home, run_cli, tmp_path):
             assert time.monotonic() < deadline, "build never reached its stall point"
             time.sleep(0.02)
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the stalled build did not exit within 60 s of SIGINT:\n" + hung_report(proc))
     finally:
         if proc.poll() is None:
             proc.kill()
