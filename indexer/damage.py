@@ -30,6 +30,8 @@ Rules, per error node (a maximal ERROR node, or a MISSING node outside every ERR
    tree-sitter-python does after a bad dedent) and then the block owner before them.
 4. **Named construct**: a TypeScript variance annotation leaves an ERROR of identifiers
    in a well-formed `type_parameters` node after a name; the region is that node.
+6. **Ambiguous TypeScript**: in a file with any error, every `<T>expr` type assertion's
+   top-level statement (the grammar may have read a generic arrow function so).
 
 A region touching a statement-form scope (C# `namespace X;`), or holding its keyword (one
 the error may have swallowed), runs on to the end of the file.
@@ -45,6 +47,8 @@ import re
 from dataclasses import dataclass
 
 from tree_sitter import Node
+
+from citegraph.indexer.tree_walk import descendants, leaves
 
 # A file with more errors than this is damaged whole (refining it is not worth the time).
 MAX_LOCAL_ERRORS = 2000
@@ -127,16 +131,7 @@ _PAIRS = {")": "(", "]": "[", "}": "{"}
 
 def _bracket_tokens(node: Node) -> list[str]:
     """The bracket tokens among the leaves under ``node``, in order."""
-    out: list[str] = []
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if n.child_count == 0:
-            if n.type in ("(", ")", "[", "]", "{", "}"):
-                out.append(n.type)
-        else:
-            stack.extend(reversed(n.children))
-    return out
+    return [n.type for n in leaves(node) if n.type in ("(", ")", "[", "]", "{", "}")]
 
 
 def _balanced(brackets: list[str]) -> bool:
@@ -308,7 +303,27 @@ def damage_regions(language: str, root: Node, data: bytes, defs: list[tuple[Node
         if scope_keyword and _may_rescope(region, data, statement_scopes, scope_keyword):
             region = (region[0], len(data))
         raw.append(Damage(region[0], region[1], es, e.start_point[0] + 1, construct_of(e)))
+    if language in AMBIGUOUS_ASSERTION_LANGUAGES:
+        raw += _ambiguous_assertions(root)
     return merge(raw)
+
+
+AMBIGUOUS_ASSERTION_LANGUAGES = ("typescript", "tsx")
+ASSERTION_CONSTRUCT = "type assertion (may be a generic arrow function misread after an error)"
+
+
+def _ambiguous_assertions(root: Node) -> list[Damage]:
+    """Rule 6: with an error anywhere in a TypeScript file, the grammar can read a later
+    generic arrow function (``const f = <A>(x: A) => …``) as a ``<A>(x)`` type assertion,
+    outside every other region — the declaration is then a ``constant``, not a
+    ``function``. Each type assertion's top-level statement is a region (docs/coverage.md,
+    "A counter-example found")."""
+    out = []
+    for n in descendants(root):
+        if n.type == "type_assertion":
+            top = _root_child(root, n)
+            out.append(Damage(top.start_byte, top.end_byte, n.start_byte, n.start_point[0] + 1, ASSERTION_CONSTRUCT))
+    return out
 
 
 def _may_rescope(region: tuple[int, int], data: bytes, scopes: list[Node], keyword: str) -> bool:

@@ -44,7 +44,7 @@ from citegraph.indexer.preparse import (
 
 # Bump whenever extraction output for the same bytes can change (queries, rules, damage
 # regions, partial reasons).
-EXTRACTOR_VERSION = "cgx-5"
+EXTRACTOR_VERSION = "cgx-6"
 
 EDGE_KINDS = {"call": "calls", "import": "imports", "inherit": "inherits", "reference": "references"}
 

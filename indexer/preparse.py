@@ -30,6 +30,8 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
+from citegraph.indexer.tree_walk import leaves
+
 # Languages whose grammar lacks variance annotations (TSX = TypeScript + JSX).
 VARIANCE_LANGUAGES = frozenset({"typescript", "tsx"})
 MODIFIERS = frozenset({b"const", b"in", b"out"})
@@ -51,16 +53,7 @@ class Blanking:
 
 
 def _leaves(node: Node) -> list[Node]:
-    out: list[Node] = []
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if n.child_count == 0:
-            if not n.is_missing and n.end_byte > n.start_byte:
-                out.append(n)
-        else:
-            stack.extend(reversed(n.children))
-    return out
+    return [n for n in leaves(node) if not n.is_missing and n.end_byte > n.start_byte]
 
 
 def _is_word(leaf: Node, data: bytes) -> bool:

@@ -412,6 +412,31 @@ def test_variance_annotations_damage_only_their_type_parameters():
         "variance annotation (TS 4.7 in/out type parameter): ERROR in type_parameters"
 
 
+def test_a_type_assertion_after_an_error_is_damage():
+    """Rule 6: an error earlier in the file makes the grammar read a later generic arrow
+    function as a type assertion (its symbol a ``constant``) — without the rule outside
+    every region, so a citation of the function was judged ``deleted``. Its top-level
+    statement is a region now; a file without an error gets no region for an assertion."""
+    arrow = b"export const refresh = <A, E>(self: R<A, E>): E => run(self)\n"
+    clean = b"export function broken(x: number) { return x * 2; }\n\nexport function ok1() { return 1 }\n\n" \
+            b"export function ok2() { return 2 }\n\n" + arrow
+    bad = clean.replace(b"x * 2", b"x +* 2")
+    facts = extract("typescript", bad)
+    assert facts.status == "partial"
+    kinds = {s.qualified_name: s.kind for s in facts.symbols}
+    assert kinds["refresh"] == "constant"  # the grammar's misreading the rule guards against
+    start = bad.index(arrow)
+    assert any(x.start_byte <= start and start + len(arrow) - 1 <= x.end_byte for x in facts.damage)
+    ok2 = bad.index(b"export function ok2")
+    assert not any(x.start_byte <= ok2 <= x.end_byte for x in facts.damage)  # still clear
+    assert extract("typescript", clean).damage == []
+    # a real assertion in a file with an error elsewhere: its statement, and only it
+    real = b"export function g() { return 1 +* 2 }\n\nexport function h() { return 1 }\n\n" \
+           b"export function i() { return 1 }\n\nconst n = <number>value;\n"
+    got = [real[x.start_byte:x.end_byte] for x in extract("typescript", real).damage]
+    assert got[-1] == b"const n = <number>value;" and not any(b"function i" in g for g in got)
+
+
 @pytest.mark.parametrize(("source", "whole"), [
     (b"def f(:\n    pass\n\n\ndef g():\n    return 1\n", True),       # MISSING ")"
     (b"def f():\n    return 1\n\n\nx = 1 @ @\n\n\ndef g():\n    return 2\n\n\ndef h():\n    return 3\n", False),
