@@ -53,6 +53,7 @@ from citegraph.graph.schema import (
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.graph.snapshot_writer import SnapshotWriter, close_snapshot, open_snapshot, sql_str
 from citegraph.graph.snapshot_writer import connect as writer_connect
+from citegraph.graph.snapshot_writer import release as release_connection
 from citegraph.graph.store import Home, RepoStore
 from citegraph.indexer.extract import EXTRACTOR_VERSION
 
@@ -244,5 +245,5 @@ def _write(rs: RepoStore, checked: CheckedSnapshot, op: str) -> int:
         facts_cache.detach(out)
         close_snapshot(out, tmp, "duckdb")
     finally:
-        out.close()
+        release_connection(out)
     return publish_file(tmp, rs.snapshot_path(sid))

@@ -37,6 +37,7 @@ from citegraph.graph.identity import note_clone
 from citegraph.graph.schema import SNAPSHOT_INDEXES, SNAPSHOT_SCHEMA_VERSION
 from citegraph.graph.snapshot_writer import SnapshotWriter, close_snapshot, open_snapshot
 from citegraph.graph.snapshot_writer import connect as writer_connect
+from citegraph.graph.snapshot_writer import release as release_connection
 from citegraph.graph.store import Home, RepoStore
 from citegraph.indexer import gitrepo
 from citegraph.indexer.extract import EXTRACTOR_VERSION
@@ -171,7 +172,7 @@ def _assemble(target: BuildTarget, rs: RepoStore, stats: BuildStats, progress: P
         edge_resolution.write_resolution(out, rs.snapshot_path(p.base["snapshot_id"]) if p.base else None)
         close_snapshot(out, tmp, container)
     finally:
-        out.close()
+        release_connection(out)
     checkpoint("publish", stats, hooks)
     if container == "parquet":
         summary["container"] = "parquet"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import uuid
 from pathlib import Path
 
@@ -38,14 +39,57 @@ FLUSH_ROWS = 250_000  # rows buffered before one insert: bounds the builder's me
 BUILD_MEMORY_LIMIT = "384MB"
 
 
+class _BuildDatabase(threading.local):
+    """This thread's in-memory DuckDB for builds (per spill directory): opening a DuckDB
+    costs ≈ 20 ms, more than a one-file delta's own writes, so a long-lived builder (the
+    service's lane threads, an in-process benchmark) reuses it. Each build works through
+    its own connection to it (``cursor``): temporary tables and registered Arrow views die
+    with that connection; attached databases are the instance's, so ``release`` closes the
+    instance when a build leaves one attached (a failure): no file stays open."""
+
+    db: duckdb.DuckDBPyConnection | None = None
+    spill: str = ""
+
+
+_BUILD_DB = _BuildDatabase()
+_OWN_DATABASES = ("memory", "system", "temp")
+
+
 def connect(rs: RepoStore) -> duckdb.DuckDBPyConnection:
     """The (in-memory) connection a build works through, the snapshot under construction
     and the facts cache attached to it: one DuckDB thread while the extraction workers
     hold the cores (``SnapshotWriter.finish_rows`` gives it all of them for the indexes and
-    the checkpoint)."""
-    spill = rs.root / "tmp" / "spill"  # one builder per repository (the build lock); DuckDB empties it
-    return duckdb.connect(":memory:", config={"memory_limit": BUILD_MEMORY_LIMIT, "temp_directory": str(spill),
-                                              "threads": 1})
+    the checkpoint). Close it with ``release``."""
+    spill = str(rs.root / "tmp" / "spill")  # one builder per repository (the build lock); DuckDB empties it
+    if _BUILD_DB.db is None or _BUILD_DB.spill != spill:
+        _close_build_db()
+        _BUILD_DB.db = duckdb.connect(":memory:", config={"memory_limit": BUILD_MEMORY_LIMIT,
+                                                          "temp_directory": spill, "threads": 1})
+        _BUILD_DB.spill = spill
+    _BUILD_DB.db.execute("SET threads = 1")
+    return _BUILD_DB.db.cursor()
+
+
+def release(con: duckdb.DuckDBPyConnection) -> None:
+    """Close a build's connection; the instance too when a database is still attached to it."""
+    con.close()
+    db = _BUILD_DB.db
+    if db is None:
+        return
+    try:
+        attached = [r[0] for r in db.execute("SELECT database_name FROM duckdb_databases()").fetchall()]
+    except duckdb.Error:
+        attached = ["?"]
+    if any(name not in _OWN_DATABASES for name in attached):
+        _close_build_db()
+
+
+def _close_build_db() -> None:
+    if _BUILD_DB.db is not None:
+        try:
+            _BUILD_DB.db.close()
+        finally:
+            _BUILD_DB.db = None
 
 
 def sql_str(path: Path) -> str:
