@@ -13,7 +13,8 @@ loaded ``citegraph.validator.decisions`` module in-process, then restored.
 
 Each mutant faces, in order, until one fails (``--independent``: all of them): (1) the fast
 decision unit tests (``tests/test_decisions_unit.py``), (2) the pure property tests of
-``tests/test_properties.py``, (3) the labeled corpus, replayed: one real run of the corpus
+``tests/test_properties.py``, (2b) the dependency-advisory tests
+(``tests/test_dependency_advisories.py``), (3) the labeled corpus, replayed: one real run of the corpus
 (git, builder, capture, validation) records every decision call, and each mutant re-decides
 every labeled observation from those recorded inputs under the runner's labels and gates.
 A mutant that passes all three survives and is listed with its line. See docs/mutation.md.
@@ -537,6 +538,8 @@ def main(argv: list[str] | None = None) -> int:
     if (tests / "test_properties.py").exists():
         stages.append(("properties", lambda: run_pytest([str(tests / "test_properties.py"), "-k",
                                                           "aggregation or decision or pure"])))
+    if (tests / "test_dependency_advisories.py").exists():  # dependency-changed (SPEC §21)
+        stages.append(("advisories", lambda: run_pytest([str(tests / "test_dependency_advisories.py")])))
     for name, stage in stages:
         ok, summary = stage()  # type: ignore[operator]
         if not ok:

@@ -107,6 +107,35 @@ def test_legacy_receipts_and_ungathered_dependencies_get_none():
     assert decisions.dependency_advisories(receipt([dep(H1)]), exact, unchanged, 3) == ()
 
 
+def test_dependency_names_and_dependents_from_the_record():
+    """The edge name of a dependency is its last qualified part; a dependency's dependent
+    is the cited symbol unless ``via`` names an earlier dependency (a bad ``via`` falls
+    back to the cited symbol, never an index error)."""
+    assert decisions.dependency_of_name({"qualified_name": "a.b.c"}) == "c"
+    assert decisions.dependency_of_name({"qualified_name": "fee"}) == "fee"
+    assert decisions.dependency_of_name({"qualified_name": None}) == ""
+    assert decisions.dependency_of_name({}) == ""
+    r = receipt([dep(H1), dep(H2, depth=2, via=0)])
+    deps = r.dependencies
+    assert decisions.dependent_of(r, deps, deps[0]) == ROOT
+    assert decisions.dependent_of(r, deps, deps[1]) == H1
+    no_via = {k: v for k, v in dep(H1).items() if k != "via"}
+    assert decisions.dependent_of(r, deps, no_via) == ROOT
+    assert decisions.dependent_of(r, deps, dep(H2, via=len(deps))) == ROOT
+    assert decisions.dependent_of(r, deps, dep(H2, via=-2)) == ROOT
+
+
+def test_depth_zero_reports_nothing_whatever_the_record_says():
+    r = receipt([dep(H1, depth=0)])
+    exact = Observation(r.id, "exact", observed=Observed("x.py", 1, 2, r.handle))
+    assert decisions.dependency_advisories(r, exact, CHANGED, 0) == ()
+    assert [a.handle for a in decisions.dependency_advisories(r, exact, CHANGED, 1)] == [H1]
+    # a record without a depth is a direct dependency (depth 1)
+    bare = receipt([{k: v for k, v in dep(H1).items() if k != "depth"}])
+    got = decisions.dependency_advisories(bare, exact._replace(citation_id=bare.id), CHANGED, 1)
+    assert [(a.handle, a.depth) for a in got] == [(H1, 1)]
+
+
 # --- capture and validation, end to end ---------------------------------------------------------
 
 RETRY = "def with_retry(fn):\n    return fn()\n\n\ndef backoff(n):\n    return n * 2\n"
