@@ -125,7 +125,7 @@ def _p50_ms(xs: list[float]) -> float | None:
     return round(statistics.median(xs) * 1000, 1) if xs else None
 
 
-def _pyc_present() -> bool:
+def pyc_present() -> bool:
     """Whether this package's modules have compiled ``.pyc`` files (``compileall`` was run)."""
     import importlib.util
 
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> None:
         "replayed_one_file_cold_process_p50_ms": _p50_ms([w for w, n in zip(coldproc, changed, strict=True)
                                                           if n == 1]),
         "synthetic_one_file_commit": "python -m citegraph.bench.scale_bench --repo PATH --figures commit",
-        "pyc_present": _pyc_present(), "load_average": [round(x, 2) for x in os.getloadavg()],
+        "pyc_present": pyc_present(), "load_average": [round(x, 2) for x in os.getloadavg()],
         "replayed_all_warm_p50_ms": round(statistics.median(warm) * 1000, 1) if warm else None,
         "replayed_all_warm_p95_ms": round(pct(warm, 0.95) * 1000, 1) if warm else None,
         "replayed_all_cold_process_p50_ms": round(statistics.median(coldproc) * 1000, 1) if coldproc else None,

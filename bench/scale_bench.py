@@ -93,7 +93,7 @@ class ProcRun:
         return self.cpu / self.wall if self.wall else 0.0
 
 
-def _children_map() -> dict[int, list[int]]:
+def children_map() -> dict[int, list[int]]:
     out: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -129,7 +129,7 @@ class _TreeSampler:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            kids = _children_map()
+            kids = children_map()
             todo = [k for r in self.roots for k in kids.get(r, ())]  # below the launchers
             total = 0
             while todo:
