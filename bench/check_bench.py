@@ -3,7 +3,7 @@ batch-validation floor (SPEC §6.6: ≥ 100k citations/s, against a bare DuckDB 
 same rows measured in the same run).
 
     python -m citegraph.bench.check_bench --repo PATH [--head HEAD~1] [--ranges 1,100]
-        [--memories 10000] [--runs 5] [--home DIR] [--json]
+        [--memories 10000] [--runs 5] [--mix-memories 25000] [--home DIR] [--json]
 
 Setup (not timed as "check"): a data home (``--home`` keeps and reuses one); the commit
 snapshots of the head and of each base ``head~N`` (built from the object database; the
@@ -15,7 +15,10 @@ alone, and a bare memory-store open with one count query.
 
 Batch: every symbol of the head snapshot as a citation (76,540 on ruff), through
 ``pipeline.validate`` (plan → run → aggregate, the batch path), against the floor: the
-same rows' handles joined with the snapshot's symbols in DuckDB and fetched into Python.
+same rows' handles joined with the snapshot's symbols in DuckDB and fetched into Python. Beside it,
+in alternating runs, the realistic mix of bench/mix.py (``--mix-memories`` × 4 stored
+citations, every outcome; its histogram printed): citations/s of both, each against its
+target (≥ 300k/s all-exact, ≥ 100k/s mix), met or missed.
 """
 
 from __future__ import annotations
