@@ -17,7 +17,8 @@ Figures (``--figures`` picks a subset; default all):
   query over exactly the blobs the index parses, on ``--jobs`` processes
   (``citegraph.bench.index_bench.parse_floor``); the ratio is cold wall ÷ the floor's
   parse seconds, as in index_bench.
-* ``commit`` — one-file commits (an appended definition, a different file each time),
+* ``commit`` — one-file commits (an appended definition, a different file each time; each
+  commit is checked to change exactly one path, else the run fails),
   p50/p95 over ``--replay`` commits: *warm* = ``build_snapshot`` in this process after the
   previous build (what a resident service does); *cold process* = ``citegraph index
   --rev C`` and ``citegraph index CLONE`` (the worktree form a user types, which also
@@ -92,7 +93,7 @@ class ProcRun:
         return self.cpu / self.wall if self.wall else 0.0
 
 
-def _children_map() -> dict[int, list[int]]:
+def children_map() -> dict[int, list[int]]:
     out: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -128,7 +129,7 @@ class _TreeSampler:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            kids = _children_map()
+            kids = children_map()
             todo = [k for r in self.roots for k in kids.get(r, ())]  # below the launchers
             total = 0
             while todo:
@@ -481,7 +482,12 @@ class Bench:
         (self.clone / path).write_bytes(new)
         git(self.clone, "add", "--", path)
         git(self.clone, "commit", "-q", "--no-verify", "-m", f"bench edit {self.edit_no}: {path}")
-        return old_head, self.head()
+        new_head = self.head()
+        # A "one-file commit" changes exactly one file: checked, not assumed (issue 21).
+        touched = git(self.clone, "diff-tree", "--no-commit-id", "--name-only", "-r", old_head, new_head).splitlines()
+        if touched != [path]:
+            raise BenchError(f"the one-file commit {new_head[:12]} changes {len(touched)} paths: {touched[:5]}")
+        return old_head, new_head
 
     # figures
     def cold(self, runs: int = 1) -> None:
@@ -556,7 +562,7 @@ class Bench:
             warm.floors.append(floor)
             self.min_writes.setdefault("commit", []).append(fres["write_bytes"])
             self.record_size("commit", r.to_json())
-        self.figures["commit_warm"] = warm.summary()
+        self.figures["commit_warm"] = {**warm.summary(), "files_changed_per_commit": 1}  # checked in commit_one
         for form in ("rev", "worktree"):
             series = Series()
             self.log(f"one-file commits, cold process ({form} form), {self.replay} replays")
@@ -570,7 +576,7 @@ class Bench:
                 series.floors.append(frun.wall)
                 series.add_extra("peak_rss_mib", run.max_rss_mib)
                 self.record_size("commit", res)
-            self.figures[f"commit_cold_process_{form}"] = series.summary()
+            self.figures[f"commit_cold_process_{form}"] = {**series.summary(), "files_changed_per_commit": 1}
 
     def dirty(self) -> None:
         dirty = git(self.clone, "status", "--porcelain", "--untracked-files=no")

@@ -2,24 +2,41 @@
 peer, all measured in one run and printed as ratios.
 
     python -m citegraph.bench.service_bench --repo PATH [--runs 30] [--memories 10000]
-        [--repos32] [--edits 20] [--memcite AM] [--home DIR] [--json]
+        [--repos32] [--edits 20] [--memcite /tmp/memcite/bin/am] [--home DIR] [--json]
 
 PATH is a git worktree (ruff-size, or the synthetic monorepo of citegraph.bench.monorepo).
 It is never modified except for the edit figure, which appends to one file and restores it
 with ``git checkout``. ``--home`` reuses a data home that already holds PATH's snapshot (a
 cold index of the 254k-file monorepo takes minutes).
 
+Before any whole-process timing the package is compiled (``compileall``: this machine sets
+PYTHONDONTWRITEBYTECODE=1, and a process without ``.pyc`` files pays for compiling); the
+output says so, with the load average at the start and the end.
+
 Figures (p50/p95 over ``--runs``):
-- one-shot: the validation of 96 citations (pipeline, git-status scan before and after,
-  no observation cache) — and its floor, the two state reads alone;
-- through the service: the same 96 citations as a `validate` request over the socket
-  (warm observation cache, as every repeated read is) and with the cache bypassed;
-- whole process: `citegraph validate` through the service, `citegraph validate
-  --no-service`, and memcite's `am validate` on the same 96 spans (in a copy of PATH:
-  memcite writes its database into the worktree) — ratios to memcite;
+- one-shot: the validation of the mixed 96 citations (32 symbols, 32 spans, 32 files;
+  pipeline, git-status scan before and after, no observation cache) — and its floor, the
+  two state reads alone;
+- through the service: the mixed 96 as a `validate` request over the socket (warm
+  observation cache, as every repeated read is), with the service's CPU per request
+  (``/proc/<pid>/stat`` utime+stime of the service and its descendants, before and after
+  the ``--runs`` requests); the same for the 96 spans of the memcite comparison;
+- whole process, paired with memcite: the SAME 96 spans stored in citegraph (12 memories
+  of 8 spans) and added to memcite (in a clone of PATH: memcite writes its database into
+  the worktree), run in alternating rounds — `citegraph validate` through the service,
+  `am validate`, `citegraph validate --no-service` — each round gives the ratios of both
+  citegraph forms to the memcite run of the same round; p50/p95 of those ratios, wall and
+  CPU of each process, and the service's CPU per whole-process `validate`;
+- whole process, the mixed 96 through the service (a separate, labelled figure: memcite
+  cannot cite symbols or files);
 - `remember` of 8 citations through the service; brief over ``--memories`` memories;
 - 96 citations over 32 small repositories through the service;
-- edit → exact-current ready: append a line, poll until the overlay is exact-current;
+- edit → exact-current: append a line to a cited file, then wait — without polling — for
+  the service's own ``published`` event (``serve --json`` on a pipe, read by a blocked
+  thread): the bench-side wall from the write to the event, the service-side latency (its
+  file event → published) and build seconds, and the service's CPU per edit (write →
+  published; and the whole cycle — edit, restore, any compaction — until the service is
+  idle again);
 - the service's resident memory (VmRSS, VmHWM).
 """
 
@@ -28,16 +45,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import random
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from citegraph.bench.index_bench import pyc_present
+from citegraph.bench.scale_bench import ProcRun, children_map, run_measured
 from citegraph.graph.current import ScanSource, current_state
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.snapshot_reader import Snapshot
@@ -70,8 +92,8 @@ def timed(fn: Any, runs: int) -> list[float]:
     return out
 
 
-def pick(home: Home, repo: str, n: int, seed: int = 11) -> tuple[list[str], list[tuple[str, int, int]]]:
-    """96 mixed refs (1/3 symbols, 1/3 spans, 1/3 files) and the spans alone (for memcite)."""
+def pick(home: Home, repo: str, n: int, seed: int = 11) -> list[str]:
+    """96 mixed refs: 1/3 symbols, 1/3 spans, 1/3 files."""
     cur = current_state(repo, home)
     rnd = random.Random(seed)
     with Snapshot.open(cur.store, cur.snapshot_id, cur.repo) as snap:
@@ -82,39 +104,47 @@ def pick(home: Home, repo: str, n: int, seed: int = 11) -> tuple[list[str], list
                                           "ORDER BY path")]
     rnd.shuffle(syms)
     rnd.shuffle(files)
-    refs, spans = [], []
+    refs = []
     for i in range(n):
         h, path, s, e = syms[i]
-        if i % 3 == 0:
-            refs.append(h)
-        elif i % 3 == 1:
-            end = min(e, s + 5)
-            refs.append(f"{path}#L{s}-L{end}")
-            spans.append((path, s, end))
-        else:
-            refs.append(files[i])
-    return refs, spans
+        refs.append(h if i % 3 == 0 else f"{path}#L{s}-L{min(e, s + 5)}" if i % 3 == 1 else files[i])
+    return refs
 
 
-def all_spans(home: Home, repo: str, n: int) -> list[tuple[str, int, int]]:
-    """``n`` spans for the memcite comparison (same kind of evidence, same files)."""
+def pick_spans(home: Home, repo: str, n: int, seed: int = 13) -> list[tuple[str, int, int]]:
+    """``n`` spans (≤ 6 lines from the start of distinct definitions, random over the
+    repository) — the one list both citegraph and memcite validate."""
     cur = current_state(repo, home)
     with Snapshot.open(cur.store, cur.snapshot_id, cur.repo) as snap:
-        rows = snap.query("SELECT path, start_line, least(end_line, start_line + 5) FROM symbols "
-                          "WHERE end_line > start_line ORDER BY handle LIMIT ?", [n])
-    return [tuple(r) for r in rows]
+        rows = snap.query("SELECT DISTINCT path, start_line, least(end_line, start_line + 5) FROM symbols "
+                          "WHERE end_line > start_line ORDER BY 1, 2")
+    random.Random(seed).shuffle(rows)
+    return [tuple(r) for r in rows[:n]]
 
 
-def start_service(home: Home, repos: list[str]) -> subprocess.Popen:
+def start_service(home: Home, repos: list[str]) -> tuple[subprocess.Popen, queue.Queue]:
+    """``serve --json`` with its log on a pipe; a thread blocked on the pipe puts each event
+    on the queue (so waiting for an event costs nothing and polls nothing)."""
     env = {**os.environ, "CITEGRAPH_HOME": str(home.root)}
-    p = subprocess.Popen([*CLI, "serve", "--debounce-ms", "10", *repos], env=env, stdout=subprocess.DEVNULL,
+    p = subprocess.Popen([*CLI, "serve", "--json", "--debounce-ms", "10", *repos], env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL)
+    events: queue.Queue = queue.Queue()
+
+    def read() -> None:
+        assert p.stdout is not None
+        for line in p.stdout:
+            try:
+                events.put((time.perf_counter(), json.loads(line)))
+            except ValueError:
+                continue
+
+    threading.Thread(target=read, daemon=True).start()
     deadline = time.monotonic() + 120
     while client.call(home, "ping", {}) is None:
         if p.poll() is not None or time.monotonic() > deadline:
             raise SystemExit("the service did not start")
         time.sleep(0.05)
-    return p
+    return p, events
 
 
 def wait_exact(home: Home, repo: str, timeout: float = 600) -> dict:
@@ -128,6 +158,22 @@ def wait_exact(home: Home, repo: str, timeout: float = 600) -> dict:
         time.sleep(0.05)
 
 
+def tree_cpu_s(pid: int) -> float:
+    """utime+stime (and reaped children's) of a process and its live descendants, seconds."""
+    kids = children_map()
+    todo, total = [pid], 0
+    while todo:
+        q = todo.pop()
+        try:
+            stat = Path(f"/proc/{q}/stat").read_bytes()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(b")") + 2:].split()
+        total += sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+        todo.extend(kids.get(q, ()))
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def rss_kib(pid: int) -> dict[str, int]:
     out = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -136,15 +182,17 @@ def rss_kib(pid: int) -> dict[str, int]:
     return out
 
 
+def proc_run(cmd: list[str], env: dict | None = None, cwd: str | None = None) -> ProcRun:
+    """One whole process: wall and CPU (wait4); exit 0 or 1 (1: something stale)."""
+    r = run_measured([cmd], env=env, cwd=cwd, sample=False, check=False)
+    if r.returncode not in (0, 1):
+        raise SystemExit(f"{' '.join(cmd)} failed: {r.stderr[-400:]}")
+    return r
+
+
 def whole_process(cmd: list[str], runs: int, env: dict | None = None, cwd: str | None = None) -> list[float]:
-    out = []
-    for _ in range(runs + 1):  # one warm-up
-        t0 = time.perf_counter()
-        res = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True)
-        out.append(time.perf_counter() - t0)
-        if res.returncode not in (0, 1):
-            raise SystemExit(f"{' '.join(cmd)} failed: {res.stderr.decode()[-400:]}")
-    return out[1:]
+    proc_run(cmd, env, cwd)  # one warm-up
+    return [proc_run(cmd, env, cwd).wall for _ in range(runs)]
 
 
 def make_small_repos(root: Path, n: int) -> list[str]:
@@ -163,19 +211,140 @@ def make_small_repos(root: Path, n: int) -> list[str]:
     return paths
 
 
-def memcite_figure(am: str, repo: str, spans: list[tuple[str, int, int]], runs: int, work: Path) -> list[float]:
-    """memcite's `am validate` on the same spans, in a shared clone of the worktree."""
+def memcite_clone(am: str, repo: str, spans: list[tuple[str, int, int]], work: Path) -> Path:
+    """A shared clone of the worktree holding memcite's database of the spans."""
     clone = work / "memcite-clone"
     subprocess.run(["git", "clone", "-q", "--shared", repo, str(clone)], check=True)
     for path, s, e in spans:
         subprocess.run([am, "add", f"span {path}:{s}", "--file", path, "--lines", f"{s}-{e}"], cwd=clone,
                        check=True, capture_output=True)
-    return whole_process([am, "validate"], runs, cwd=str(clone))
+    return clone
+
+
+def paired_with_memcite(am: str, clone: Path, cg_service: list[str], cg_one_shot: list[str], env: dict,
+                        service_pid: int, runs: int) -> dict[str, Any]:
+    """Alternating rounds (citegraph via the service, memcite, citegraph one-shot): per-round
+    ratios to the memcite run of the same round, wall and CPU of every process, and the
+    service's CPU per whole-process validate."""
+    for cmd, cwd in ((cg_service, None), ([am, "validate"], str(clone)), (cg_one_shot, None)):
+        proc_run(cmd, env, cwd)  # warm-ups (page cache, the service's observation cache)
+    rows: dict[str, list[float]] = {k: [] for k in ("svc_wall", "svc_cpu", "svc_service_cpu", "am_wall", "am_cpu",
+                                                   "one_wall", "one_cpu")}
+    for _ in range(runs):
+        c0 = tree_cpu_s(service_pid)
+        r = proc_run(cg_service, env)
+        rows["svc_service_cpu"].append(tree_cpu_s(service_pid) - c0)
+        rows["svc_wall"].append(r.wall)
+        rows["svc_cpu"].append(r.cpu)
+        r = proc_run([am, "validate"], env, str(clone))
+        rows["am_wall"].append(r.wall)
+        rows["am_cpu"].append(r.cpu)
+        r = proc_run(cg_one_shot, env)
+        rows["one_wall"].append(r.wall)
+        rows["one_cpu"].append(r.cpu)
+    svc_ratio = [a / b for a, b in zip(rows["svc_wall"], rows["am_wall"], strict=True)]
+    one_ratio = [a / b for a, b in zip(rows["one_wall"], rows["am_wall"], strict=True)]
+    med = statistics.median
+    return {
+        "rounds": runs, "order": "citegraph via service, memcite, citegraph --no-service (repeated)",
+        "memcite": {**summary(rows["am_wall"]), "cpu_ms_p50": round(med(rows["am_cpu"]) * 1000, 1)},
+        "citegraph_service": {**summary(rows["svc_wall"]), "cpu_ms_p50": round(med(rows["svc_cpu"]) * 1000, 1),
+                              "service_cpu_ms_per_process": round(1000 * sum(rows["svc_service_cpu"]) / runs, 1)},
+        "citegraph_one_shot": {**summary(rows["one_wall"]), "cpu_ms_p50": round(med(rows["one_cpu"]) * 1000, 1)},
+        "ratio_service_to_memcite": {"p50": round(med(svc_ratio), 3), "p95": round(pct(svc_ratio, 0.95), 3),
+                                     "target": 0.35, "met": pct(svc_ratio, 0.95) <= 0.35 and med(svc_ratio) <= 0.35},
+        "ratio_one_shot_to_memcite": {"p50": round(med(one_ratio), 3), "p95": round(pct(one_ratio, 0.95), 3),
+                                      "target": 1.0, "met": med(one_ratio) <= 1.0},
+    }
+
+
+def service_cpu_per_request(home: Home, pid: int, args: dict, runs: int) -> dict[str, Any]:
+    """``runs`` validate requests over the socket: latency, and the service's CPU per request."""
+    client.call(home, "validate", args)  # warms the observation cache
+    c0 = tree_cpu_s(pid)
+    lat = timed(lambda: client.call(home, "validate", args), runs)
+    return {**summary(lat), "service_cpu_ms_per_request": round(1000 * (tree_cpu_s(pid) - c0) / runs, 2)}
+
+
+def next_event(events: queue.Queue, want: Callable[[dict], bool], timeout: float = 120) -> tuple[float, dict]:
+    """The next event of the service's log that ``want`` accepts (blocks; no polling)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            at, ev = events.get(timeout=max(deadline - time.monotonic(), 0.001))
+        except queue.Empty:
+            raise SystemExit("the service published nothing for the edit") from None
+        if want(ev):
+            return at, ev
+
+
+def wait_idle(pid: int, step: float = 0.25, timeout: float = 60) -> None:
+    """Until the service's CPU stops moving (two quiet samples, ``step`` apart: sparse)."""
+    deadline = time.monotonic() + timeout
+    last, quiet = tree_cpu_s(pid), 0
+    while quiet < 2 and time.monotonic() < deadline:
+        time.sleep(step)
+        now = tree_cpu_s(pid)
+        quiet = quiet + 1 if now - last < 0.02 else 0
+        last = now
+
+
+def edit_figure(home: Home, repo: str, edit_path: str, pid: int, events: queue.Queue, edits: int) -> dict[str, Any]:
+    """Edit → exact-current through the service, from the service's own ``published`` events."""
+    full = Path(repo) / edit_path
+    wall, latency, build, cpu_publish, cpu_cycle, compactions = [], [], [], [], [], 0
+    wait_idle(pid)
+    for k in range(edits):
+        while not events.empty():  # events of earlier work
+            compactions += events.get()[1].get("event") == "compact"
+        before = full.read_bytes()
+        c0 = tree_cpu_s(pid)
+        t0 = time.perf_counter()
+        tmp = full.with_name(f".{full.name}.bench")
+        tmp.write_bytes(before + f"\n# bench edit {k}\n".encode())
+        shutil.copymode(full, tmp)
+        os.replace(tmp, full)  # one change of state (an editor's atomic save), not truncate + write
+        at, ev = next_event(events, lambda e: e.get("event") == "published" and e.get("dirty") is True)
+        cpu_publish.append(tree_cpu_s(pid) - c0)
+        wall.append(at - t0)
+        latency.append(ev.get("latency") or 0.0)
+        build.append(ev.get("seconds") or 0.0)
+        st = client.call(home, "status", {"path": repo})  # after the event: not a poll
+        if not (st["exact_current"] and st["dirty"]):
+            raise SystemExit(f"published, but status says exact_current={st['exact_current']} dirty={st['dirty']}")
+        subprocess.run(["git", "checkout", "--", edit_path], cwd=repo, check=True)
+        next_event(events, lambda e: e.get("event") in ("published", "reused") and e.get("dirty") is False)
+        wait_idle(pid)
+        cpu_cycle.append(tree_cpu_s(pid) - c0)
+    while not events.empty():
+        compactions += events.get()[1].get("event") == "compact"
+    return {"edited_file": edit_path, "edits": edits, "how": "service-side: serve --json 'published' events read "
+            "from a pipe by a blocked thread (no polling); one status call after each event",
+            "write_to_published_event": summary(wall), "service_latency_first_event_to_published": summary(latency),
+            "service_build_seconds": summary(build),
+            "service_cpu_ms_per_edit_to_publish": {"p50": round(statistics.median(cpu_publish) * 1000, 1),
+                                                   "p95": round(pct(cpu_publish, 0.95) * 1000, 1)},
+            "service_cpu_ms_per_edit_cycle": {"p50": round(statistics.median(cpu_cycle) * 1000, 1),
+                                              "p95": round(pct(cpu_cycle, 0.95) * 1000, 1)},
+            "cycle": "the edit, its restore (git checkout) and any compaction, until the service is idle again "
+                     "(CPU sampled every 250 ms)",
+            "compactions": compactions,
+            "target": {"service_cpu_ms": 30, "p95_ms": 100,
+                       "met": pct(cpu_publish, 0.95) <= 0.030 and pct(wall, 0.95) <= 0.100}}
+
+
+def compile_package() -> bool:
+    """``compileall`` over the package (whole-process timings depend on ``.pyc`` files)."""
+    root = str(Path(__file__).resolve().parents[1])  # the package root (an editable install maps it)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "-x", r"/\.venv/|/\.git/", root], check=False,
+                   capture_output=True)
+    return pyc_present()
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     repo = os.path.realpath(args.repo)
-    out: dict[str, Any] = {"repo": repo, "runs": args.runs, "load_start": os.getloadavg()[0]}
+    out: dict[str, Any] = {"repo": repo, "runs": args.runs, "load_start": [round(x, 2) for x in os.getloadavg()],
+                           "pyc_compiled_before_whole_process_timings": compile_package()}
     tmp = Path(tempfile.mkdtemp(prefix="cg-svcbench-"))
     home = Home.open(args.home or tmp / "home")
     proc = None
@@ -183,50 +352,57 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         t0 = time.perf_counter()
         build_snapshot(repo, home)
         out["index_s"] = round(time.perf_counter() - t0, 2)
-        refs, spans = pick(home, repo, args.citations)
+        refs = pick(home, repo, args.citations)
+        spans = pick_spans(home, repo, args.citations)
+        span_refs = [f"{p}#L{s}-L{e}" for p, s, e in spans]
         items = [MemoryInput(f"cgm_sb{i:03d}", capture(home, repo, refs[i:i + 8])) for i in range(0, len(refs), 8)]
         ids = [api.remember(home, f"service bench claim {i}", repo=repo, refs=refs[i:i + 8], project="svcbench",
                             topic=f"m{i:03d}")["id"] for i in range(0, len(refs), 8)]
+        span_ids = [api.remember(home, f"service bench spans {i}", repo=repo, refs=span_refs[i:i + 8],
+                                 project="svcspans", topic=f"s{i:03d}")["id"] for i in range(0, len(span_refs), 8)]
+        out["workloads"] = {"mixed96": "32 symbols, 32 spans, 32 files (12 memories)",
+                            "spans96": f"{len(spans)} spans of ≤ 6 lines over {len({p for p, _, _ in spans})} files "
+                                       "(12 memories) — the same spans memcite validates"}
 
         # one-shot (no service): the validation itself, and its floor (the two state reads)
         def one_shot() -> None:
             rep = validate(home, items, resolve_scope(home, [repo], source=ScanSource()))
             assert all(v.freshness == "fresh" for v in rep.verdicts)
 
-        out["one_shot_validation"] = summary(timed(one_shot, args.runs))
+        out["one_shot_validation_mixed96"] = summary(timed(one_shot, args.runs))
         scan = ScanSource()
         out["one_shot_floor_two_reads"] = summary(timed(lambda: scan.moved(scan.read(repo, home)), args.runs))
 
-        proc = start_service(home, [repo])
+        proc, events = start_service(home, [repo])
         wait_exact(home, repo)
         args_v = {"memory_ids": ids, "repo_paths": [repo]}
-        client.call(home, "validate", args_v)  # warms the observation cache
-        out["service_validate_96"] = summary(timed(lambda: client.call(home, "validate", args_v), args.runs))
+        out["service_validate_mixed96"] = service_cpu_per_request(home, proc.pid, args_v, args.runs)
+        out["service_validate_spans96"] = service_cpu_per_request(
+            home, proc.pid, {"memory_ids": span_ids, "repo_paths": [repo]}, args.runs)
         # dependency-changed advisories (SPEC §21): depth 1 is the default above; 0 turns the
         # check off, 3 is the deepest — the same 96 citations, ratios to depth 0
         for depth in (0, 3):
             a = {**args_v, "dependency_depth": depth}
             client.call(home, "validate", a)
-            out[f"service_validate_96_depth{depth}"] = summary(timed(lambda a=a: client.call(home, "validate", a),
-                                                                     args.runs))
-        base0 = out["service_validate_96_depth0"]["p50_ms"]
-        out["ratio_advisories_depth1_to_off"] = round(out["service_validate_96"]["p50_ms"] / base0, 3)
-        out["ratio_advisories_depth3_to_off"] = round(out["service_validate_96_depth3"]["p50_ms"] / base0, 3)
+            out[f"service_validate_mixed96_depth{depth}"] = summary(
+                timed(lambda a=a: client.call(home, "validate", a), args.runs))
+        base0 = out["service_validate_mixed96_depth0"]["p50_ms"]
+        out["ratio_advisories_depth1_to_off"] = round(out["service_validate_mixed96"]["p50_ms"] / base0, 3)
+        out["ratio_advisories_depth3_to_off"] = round(out["service_validate_mixed96_depth3"]["p50_ms"] / base0, 3)
         rep = client.call(home, "validate", args_v)
         out["recorded_dependencies"] = sum(len(r.dependencies) for it in items for r in it.receipts)
         out["advisories_depth1"] = sum(len(c.get("advisories", ())) for m in rep["memories"] for c in m["citations"])
         out["service_ping"] = summary(timed(lambda: client.call(home, "ping", {}), args.runs))
 
         env = {**os.environ, "CITEGRAPH_HOME": str(home.root)}
-        cmd = [*CLI, "validate", "--format", "json", "--project", "svcbench", "--repo", repo]
-        out["process_validate_service"] = summary(whole_process(cmd, args.runs, env=env))
-        out["process_validate_one_shot"] = summary(whole_process([*cmd, "--no-service"], args.runs, env=env))
+        cmd = [*CLI, "validate", "--format", "json", "--repo", repo]
+        out["process_validate_service_mixed96"] = summary(whole_process([*cmd, "--project", "svcbench"], args.runs,
+                                                                         env=env))
         if args.memcite:
-            msp = all_spans(home, repo, args.citations)
-            out["process_memcite_validate_96_spans"] = summary(memcite_figure(args.memcite, repo, msp, args.runs, tmp))
-            m = out["process_memcite_validate_96_spans"]["p50_ms"]
-            out["ratio_process_service_to_memcite"] = round(out["process_validate_service"]["p50_ms"] / m, 3)
-            out["ratio_process_one_shot_to_memcite"] = round(out["process_validate_one_shot"]["p50_ms"] / m, 3)
+            clone = memcite_clone(args.memcite, repo, spans, tmp)
+            out["process_spans96_paired_with_memcite"] = paired_with_memcite(
+                args.memcite, clone, [*cmd, "--project", "svcspans"], [*cmd, "--project", "svcspans", "--no-service"],
+                env, proc.pid, args.runs)
 
         # remember of 8 citations through the service (the same refs again: new revisions)
         def remember() -> None:
@@ -250,27 +426,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             client.call(home, "brief", bargs)
             out["service_brief"] = summary(timed(lambda: client.call(home, "brief", bargs), args.runs))
 
-        # edit -> exact-current (the overlay), then back
-        target = refs[2] if "#" not in refs[2] and not refs[2].startswith("cgs_") else None
-        edit_path = target or next(r for r in refs if "#" not in r and not r.startswith("cgs_"))
-        lat = []
-        for k in range(args.edits):
-            full = Path(repo) / edit_path
-            before = full.read_bytes()
-            t0 = time.perf_counter()
-            full.write_bytes(before + f"\n# bench edit {k}\n".encode())
-            while True:
-                st = client.call(home, "status", {"path": repo})
-                if st["exact_current"] and st["dirty"]:
-                    break
-                if time.perf_counter() - t0 > 60:
-                    raise SystemExit("the edit never became exact-current")
-                time.sleep(0.002)
-            lat.append(time.perf_counter() - t0)
-            subprocess.run(["git", "checkout", "--", edit_path], cwd=repo, check=True)
-            wait_exact(home, repo)
-        if lat:
-            out["edit_to_exact_current"] = summary(lat)
+        # edit -> exact-current (the overlay), then back: a cited file
+        if args.edits:
+            edit_path = next(r for r in refs if "#" not in r and "::" not in r and not r.startswith("cgs_"))
+            out["edit_to_exact_current"] = edit_figure(home, repo, edit_path, proc.pid, events, args.edits)
 
         if args.repos32:
             small = make_small_repos(tmp / "small", 32)
@@ -293,7 +452,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             except subprocess.TimeoutExpired:
                 proc.kill()
         shutil.rmtree(tmp, ignore_errors=True)
-    out["load_end"] = os.getloadavg()[0]
+    out["load_end"] = [round(x, 2) for x in os.getloadavg()]
     return out
 
 

@@ -2,10 +2,12 @@
 batch throughput over one snapshot, each printed with the floor measured in the same run.
 
     python -m citegraph.bench.validate_bench --repo PATH [--runs 30] [--batch 100000]
-        [--repos32] [--json]
+        [--batch-runs 5] [--mix-memories 25000] [--repos32] [--json]
 
 PATH must be a git worktree (it is indexed into a temporary data home; nothing in the
-repository is modified). Floors: the current-state check alone (``git status`` +
+repository is modified: the realistic mix edits a clone). Batch: the all-exact fast path
+(every symbol of the snapshot) and the realistic mix of bench/mix.py, alternating runs,
+citations/s and the outcome histogram of each, targets met or missed. Floors: the current-state check alone (``git status`` +
 catalog), done twice per validation (before and after, for the racing check), and a bare
 snapshot open.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -21,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from citegraph.bench.mix import batch_rates, build_mix
 from citegraph.graph.current import current_state
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.graph.snapshot_reader import Snapshot
@@ -105,8 +109,6 @@ def batch_receipts(home: Home, repo: str, limit: int) -> list[Receipt]:
 def make_small_repos(root: Path, n: int) -> list[str]:
     env = {"GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b",
            "GIT_COMMITTER_EMAIL": "b@b"}
-    import os
-
     paths = []
     for i in range(n):
         p = root / f"r{i:02d}"
@@ -128,10 +130,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--citations", type=int, default=96)
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--batch", type=int, default=100000)
+    ap.add_argument("--batch-runs", type=int, default=5, help="alternating runs of the all-exact batch and the mix")
+    ap.add_argument("--mix-memories", type=int, default=25000, help="memories of the realistic mix (4 citations each)")
     ap.add_argument("--repos32", action="store_true", help="also 96 citations over 32 small repositories")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    res: dict = {}
+    res: dict = {"load_average_start": [round(x, 2) for x in os.getloadavg()]}
     with tempfile.TemporaryDirectory(prefix="cg-vbench-") as tmp:
         home = Home.open(Path(tmp) / "home")
         t0 = time.perf_counter()
@@ -157,14 +161,15 @@ def main(argv: list[str] | None = None) -> None:
                                                statistics.median([2 * x + y for x, y in zip(floor_state, floor_open, strict=True)]), 2)
 
         receipts = batch_receipts(home, args.repo, args.batch)
-        scope = resolve_scope(home, [args.repo])
         chunk = [MemoryInput(f"cgm_b{i}", receipts[i:i + 8]) for i in range(0, len(receipts), 8)]
-        t0 = time.perf_counter()
-        report = validate(home, chunk, scope)
-        secs = time.perf_counter() - t0
-        outcomes = report.summary()
-        res["batch"] = {"citations": len(receipts), "seconds": round(secs, 3),
-                        "citations_per_s": round(len(receipts) / secs), "outcomes": outcomes}
+        mix = build_mix(home, args.repo, Path(tmp), args.mix_memories)
+        res["batch_workloads"] = {
+            "all_exact": f"{len(receipts)} symbols of the current snapshot, validated there (the fast path)",
+            "mix": f"{mix.citations} citations captured at {mix.base[:12]} and read from the memory store, "
+                   f"validated at the edited commit {mix.head[:12]} of a clone"}
+        res.update({f"batch_{k}": v for k, v in batch_rates(
+            home, chunk, lambda: resolve_scope(home, [args.repo]), mix,
+            lambda: resolve_scope(home, [str(mix.clone)]), args.batch_runs).items()})
 
         if args.repos32:
             paths = make_small_repos(Path(tmp) / "repos", 32)
@@ -184,6 +189,7 @@ def main(argv: list[str] | None = None) -> None:
                 floor32.append(time.perf_counter() - t0)
             res["validate_96_over_32_repos"] = ms(lat32)
             res["floor_32_current_state"] = ms(floor32)
+    res["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     if args.json:
         print(json.dumps(res))
     else:
