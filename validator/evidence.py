@@ -71,6 +71,9 @@ class SnapshotEvidence:
     damage: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # partial path -> regions
     inventory_complete: bool = True
     _blob_cache: dict[str, bytes | None] = field(default_factory=dict)
+    # (capture commit, snapshot commit) -> _added_since's answer: spans of a batch share their
+    # capture commit, and each gone file's span would otherwise diff the trees again
+    _added_cache: dict[tuple[str, str], tuple[bool, bool, list[tuple[str, str]]]] = field(default_factory=dict)
 
     @classmethod
     def gather(cls, snap: Snapshot, receipts: list[Receipt]) -> SnapshotEvidence:
@@ -236,9 +239,18 @@ class SnapshotEvidence:
 
     def _added_since(self, repo: pygit2.Repository | None, capture_commit: str, snapshot_commit: str
                      ) -> tuple[bool, bool, list[tuple[str, str]]]:
-        """Files present now that were absent at the capture commit (bounded)."""
+        """Files present now that were absent at the capture commit (bounded); once per
+        (capture commit, snapshot commit) of this batch."""
         if repo is None:
             return False, False, []
+        key = (capture_commit, snapshot_commit)
+        if key not in self._added_cache:
+            self._added_cache[key] = self._added_since_uncached(repo, capture_commit, snapshot_commit)
+        known, complete, added = self._added_cache[key]
+        return known, complete, list(added)
+
+    def _added_since_uncached(self, repo: pygit2.Repository, capture_commit: str, snapshot_commit: str
+                              ) -> tuple[bool, bool, list[tuple[str, str]]]:
         try:
             old = repo[capture_commit].peel(pygit2.Tree)
         except (KeyError, ValueError, pygit2.GitError):
