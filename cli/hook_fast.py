@@ -105,6 +105,10 @@ def run_pre_edit(home_root: str | None, no_service: bool) -> int:
             if data is not None:
                 emit(data.get("output"))
                 return 0
+        from citegraph.memory.agent.hook_gate import certainly_silent
+
+        if certainly_silent(home.memory_db, file):
+            return 0  # proven from the code-keys sidecar, before DuckDB is imported (issue 22)
         from citegraph.memory.agent.hooks import pre_edit
 
         emit(pre_edit(home, file))
