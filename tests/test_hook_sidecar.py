@@ -66,11 +66,20 @@ def test_an_uncited_file_is_silent_without_importing_duckdb(cited_repo, repo, ho
     assert rc == 0 and mods["duckdb"] and json.loads(out) == pre_edit(home, repo.root / "src/retry.py")
 
 
-def test_a_read_write_connection_invalidates_the_sidecar_until_it_closes(cited_repo, home):  # noqa: F811
+def test_a_read_write_connection_invalidates_the_sidecar_until_it_closes(cited_repo, repo, home):  # noqa: F811
+    before = sidecar_bytes(home)
     with MemoryStore.open(home):
         assert sidecar_bytes(home).startswith(keys_sidecar.TOMBSTONE)
         assert keys_sidecar.read(home.memory_db) is None
-    assert keys_sidecar.read(home.memory_db) is not None
+    assert sidecar_bytes(home) == before  # nothing committed: restored as it was
+    assert quick_then_full(home, repo.root / "src/other.py") == (True, None)
+    api.remember(home, "other", repo=repo.root, refs=["src/other.py"], topic="other")  # committed: rewritten
+    quick, full = quick_then_full(home, repo.root / "src/other.py")
+    assert not quick and full is not None
+    with MemoryStore.open(home) as ms:
+        for m in ms.load():
+            ms.forget(m.id)
+    assert quick_then_full(home, repo.root / "src/retry.py") == (True, None)
 
 
 def test_content_that_moved_here_is_not_silenced(cited_repo, repo, home):  # noqa: F811

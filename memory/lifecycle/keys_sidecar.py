@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import Any
 
@@ -60,9 +61,10 @@ def store_fingerprint(store: Path) -> tuple | None:
     return tuple(out)
 
 
-def _line(kind: str, key: str) -> bytes:
-    # JSON-quoted (ASCII): a key with a newline or tab cannot break a line
-    return f"{kind}\t{json.dumps(key)}\n".encode("ascii")
+def _line(kind: str, key: str) -> str:
+    # JSON-quoted, ASCII only (json.dumps's quoting, in C): a key with a newline or a tab
+    # cannot break a line
+    return f"{kind}\t{encode_basestring_ascii(key)}\n"
 
 
 def _as_json(fp: tuple) -> list:
@@ -92,6 +94,35 @@ def invalidate(store: Path) -> None:
         pass
 
 
+def begin_write(store: Path) -> tuple | None:
+    """Before a read-write connection may commit: the store's fingerprint when the sidecar
+    is trusted now (``restore`` puts it back if nothing is committed), then ``invalidate``."""
+    fp = store_fingerprint(store) if read(store) is not None else None
+    invalidate(store)
+    return fp
+
+
+def restore(store: Path, fp: tuple | None) -> bool:
+    """Undo ``invalidate`` after a read-write connection that committed nothing: the store's
+    fingerprint is still ``fp`` (taken by ``begin_write``), so the keys still hold."""
+    if fp is None or store_fingerprint(store) != fp:
+        return False
+    try:
+        fd = os.open(sidecar(store), os.O_WRONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        os.pwrite(fd, FORMAT.encode()[:1], 0)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    if read(store) is None:
+        invalidate(store)
+        return False
+    return True
+
+
 def write(store: Path, keys: Iterable[tuple[str, str]]) -> bool:
     """Write the sidecar for ``keys`` (code-index (kind, key) pairs; other kinds are left
     out) with the store's fingerprint now. The caller holds the store's lock and has
@@ -102,7 +133,7 @@ def write(store: Path, keys: Iterable[tuple[str, str]]) -> bool:
     if fp is None or fp[0] is None:
         invalidate(store)
         return False
-    body = b"".join(sorted({_line(k, v) for k, v in keys if k in KINDS and isinstance(v, str)}))
+    body = "".join(_line(k, v) for k, v in keys if k in KINDS and isinstance(v, str)).encode("ascii")
     head = json.dumps({"schema": MEMORY_SCHEMA_VERSION, "store": _as_json(fp), "bytes": len(body),
                        "digest": hashlib.blake2b(body, digest_size=16).hexdigest()})
     tmp = path.with_name(f"{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
@@ -152,7 +183,7 @@ class CodeKeys:
         self._body = b"\n" + body
 
     def has(self, kind: str, key: str) -> bool:
-        return (b"\n" + _line(kind, key)) in self._body
+        return ("\n" + _line(kind, key)).encode("ascii") in self._body
 
 
 def read(store: Path) -> CodeKeys | None:

@@ -728,6 +728,9 @@ class _Gate:
         self.users = 0
         self.broken = False
         self.epoch = 0  # moves with every use: an idle timer of an earlier epoch does nothing
+        # the store's fingerprint when a read-write connection opened with a trusted code-keys
+        # sidecar (keys_sidecar.begin_write): unchanged at the close, the sidecar is restored
+        self.sidecar_fp: tuple | None = None
 
     def enter(self, want_rw: bool, deadline: float,
               connect: Callable[[bool], duckdb.DuckDBPyConnection]) -> duckdb.DuckDBPyConnection:
@@ -741,8 +744,8 @@ class _Gate:
             if self.con is None:
                 rw = want_rw or _Gate.linger_s > 0
                 fd = store_lock.acquire(self.path, rw, deadline)
-                if rw:  # before any write can commit: a writer that dies leaves no sidecar
-                    keys_sidecar.invalidate(self.path)
+                if rw:  # before any write can commit: a writer that dies leaves no trusted sidecar
+                    self.sidecar_fp = keys_sidecar.begin_write(self.path)
                 try:
                     self.con = connect(rw)
                 except BaseException:
@@ -782,14 +785,22 @@ class _Gate:
         # The code-keys sidecar: rewritten after every read-write connection (whatever it
         # wrote), and by a read-only one that finds it missing or out of step; written after
         # the checkpoint, before the lock is released (memory/lifecycle/keys_sidecar.py).
-        keys = _code_keys(self.con) if self.read_write or not keys_sidecar.in_step(self.path) else None
+        # A read-write connection that committed nothing (the fingerprint it opened with)
+        # restores it instead: no query.
+        fp, self.sidecar_fp = self.sidecar_fp, None
+        unchanged = fp is not None and keys_sidecar.store_fingerprint(self.path) == fp
+        keys = None
+        if not unchanged and (self.read_write or not keys_sidecar.in_step(self.path)):
+            keys = _code_keys(self.con)
         closed = False
         try:
             self.con.close()  # checkpoints and removes the write-ahead log: under the lock
             closed = True
         finally:
             try:
-                if keys is not None and closed:
+                if closed and unchanged and keys_sidecar.restore(self.path, fp):
+                    pass
+                elif keys is not None and closed:
                     keys_sidecar.write(self.path, keys)
                 elif self.read_write:
                     keys_sidecar.invalidate(self.path)
