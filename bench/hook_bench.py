@@ -21,6 +21,7 @@ is started on the clone. Then, ``--runs`` times each, in one process per call:
   judges the hook is to the ping process (issue 21: ≤ 1.5× at p95) — the work a hook
   through the service cannot avoid; ``--version`` is reported beside it.
 
+Each figure is the wall time of the process, with its CPU time (user + system) beside it.
 Whole-process figures depend on compiled ``.pyc`` files (a machine may set
 ``PYTHONDONTWRITEBYTECODE``): the benchmark compiles the package first and says so.
 """
@@ -31,6 +32,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import shutil
 import signal
 import statistics
@@ -54,10 +56,24 @@ def summary(values: list[float]) -> dict[str, float]:
             "mean_ms": round(statistics.fmean(values) * 1000, 1)}
 
 
-def timed(args: list[str], env: dict[str, str], stdin: str | None = None) -> tuple[float, subprocess.CompletedProcess]:
+CPU: dict[str, list[float]] = {}  # per figure: the child process's CPU time (user + system)
+
+
+def _children_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def timed(args: list[str], env: dict[str, str], stdin: str | None = None,
+          figure: str | None = None) -> tuple[float, subprocess.CompletedProcess]:
+    """Wall time of one process (and its CPU time, kept under ``figure``)."""
+    c0 = _children_cpu()
     t0 = time.perf_counter()
     p = subprocess.run(args, input=stdin, env=env, capture_output=True, text=True, timeout=120)
-    return time.perf_counter() - t0, p
+    dt = time.perf_counter() - t0
+    if figure:
+        CPU.setdefault(figure, []).append(_children_cpu() - c0)
+    return dt, p
 
 
 def event(file: Path, root: Path) -> str:
@@ -153,29 +169,30 @@ def main(argv: list[str] | None = None) -> int:
         sample = None
         load_start = list(os.getloadavg())
         for _ in range(a.runs):
-            dt, p = timed([*CLI, "hook", "pre-edit"], env, ev)
+            dt, p = timed([*CLI, "hook", "pre-edit"], env, ev, "via_service")
             if p.returncode != 0 or not p.stdout:
                 raise SystemExit(f"hook_bench: the hook failed: {p.stderr}")
             sample = sample or json.loads(p.stdout)
             results["via_service"].append(dt)
             if ev_silent:
-                dt, p = timed([*CLI, "hook", "pre-edit"], env, ev_silent)
+                dt, p = timed([*CLI, "hook", "pre-edit"], env, ev_silent, "silent_via_service")
                 assert p.returncode == 0 and not p.stdout, p.stderr
                 results["silent_via_service"].append(dt)
-            dt, p = timed([*CLI, "hook", "pre-edit", "--no-service"], env, ev)
+            dt, p = timed([*CLI, "hook", "pre-edit", "--no-service"], env, ev, "one_shot")
             assert p.returncode == 0 and p.stdout, p.stderr
             results["one_shot"].append(dt)
             if ev_silent:
-                dt, p = timed([*CLI, "hook", "pre-edit", "--no-service"], env, ev_silent)
+                dt, p = timed([*CLI, "hook", "pre-edit", "--no-service"], env, ev_silent, "silent_one_shot")
                 assert p.returncode == 0 and not p.stdout, p.stderr
                 results["silent_one_shot"].append(dt)
-            results["floor_cli_version"].append(timed([*CLI, "--version"], env)[0])
-            results["floor_ping_process"].append(timed(ping, env)[0])
+            results["floor_cli_version"].append(timed([*CLI, "--version"], env, figure="floor_cli_version")[0])
+            results["floor_ping_process"].append(timed(ping, env, figure="floor_ping_process")[0])
         out: dict[str, Any] = {
             "repo": os.path.abspath(a.repo), "files": res.files, "symbols": res.symbols, "cold_index_s": round(cold, 2),
             "memories": a.memories, "remember_s": round(remember_s, 2), "edited_file": target,
             "memories_shown": sample["hookSpecificOutput"]["additionalContext"].count("\n- ") if sample else 0,
-            **{k: summary(v) for k, v in results.items() if v}}
+            **{k: {**summary(v), "cpu_p50_ms": round(pct(CPU.get(k, [0.0]), 50) * 1000, 1)}
+               for k, v in results.items() if v}}
         vs = out["via_service"]["p95_ms"]
         floor = out["floor_cli_version"]["p95_ms"]
         ping = out["floor_ping_process"]["p95_ms"]
@@ -201,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
                       "floor_ping_process"):
                 if k in out:
                     s = out[k]
-                    print(f"{k:20} p50 {s['p50_ms']:7.1f} ms  p95 {s['p95_ms']:7.1f} ms  (n={s['n']})")
+                    print(f"{k:20} p50 {s['p50_ms']:7.1f} ms  p95 {s['p95_ms']:7.1f} ms  CPU p50 "
+                          f"{s['cpu_p50_ms']:7.1f} ms  (n={s['n']})")
             print(f"repo {out['files']} files, {out['symbols']} symbols; {a.memories} memories; "
                   f"edited {target}; target {out['target']}: {'met' if out['met'] else 'missed'} "
                   f"(p95 {vs} ms = {out['ratio_to_ping_floor_p95']} x the ping process, "
