@@ -1,7 +1,9 @@
 """``citegraph hook pre-edit`` without Click: Claude Code runs it before every edit, so
 the process must start fast (SPEC §14: ≤ 200 ms through the service). ``cli/main.py``
 routes ``citegraph [--home H] hook pre-edit [--no-service]`` here before importing Click;
-the Click command (``cli/hook_cmds.py``) runs the same code.
+the Click command (``cli/hook_cmds.py``) runs the same code. Without the service, a file
+no memory can cite is answered before DuckDB is imported (memory/agent/hook_gate.py: the
+code-keys sidecar, issue 22).
 
 The hook never blocks the edit: it sets no permission decision and never exits 2 (which
 would block it) — a bad event or a failure is one line on stderr and exit 1, a
@@ -105,6 +107,10 @@ def run_pre_edit(home_root: str | None, no_service: bool) -> int:
             if data is not None:
                 emit(data.get("output"))
                 return 0
+        from citegraph.memory.agent.hook_gate import certainly_silent
+
+        if certainly_silent(home.memory_db, file):
+            return 0  # proven from the code-keys sidecar, before DuckDB is imported (issue 22)
         from citegraph.memory.agent.hooks import pre_edit
 
         emit(pre_edit(home, file))

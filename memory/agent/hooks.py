@@ -11,19 +11,17 @@ Memory text is data: quoted as in a brief (memory/brief/pack.py ``quote``).
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 from citegraph.graph.current import StateSource
 from citegraph.graph.store import Home
 from citegraph.indexer import gitrepo
 from citegraph.indexer.errors import CitegraphError
-from citegraph.indexer.paths import stored_path
 from citegraph.memory.agent.cited import cited
+from citegraph.memory.agent.hook_gate import repository_path
 from citegraph.memory.brief.pack import cut_text, location, quote, safe
 from citegraph.validator.model import CHANGE_TEXT
 from citegraph.validator.next_steps import still_indexing
-from citegraph.validator.refs import check_path
 
 HOOK_MEMORIES = 8  # memories shown before an edit (the rest are counted)
 HOOK_CANDIDATES = 24  # memories validated (as a brief does)
@@ -31,34 +29,6 @@ EXCERPT_CHARS = 300
 CITATION_LINES = 3  # per memory: the citations touching the file first
 MAX_CONTEXT_CHARS = 6000  # well under the hook output limit of Claude Code (10,000 characters)
 SESSION_BUDGET = 1000
-
-
-def repository_path(file: str | os.PathLike[str]) -> tuple[str, str] | None:
-    """(worktree root, repository-relative stored path) of ``file`` — which may not exist
-    yet (a Write of a new file) — or None when it lies in no repository's worktree."""
-    p = Path(os.path.abspath(os.fspath(file)))
-    probe = p
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    probe = probe if probe.is_dir() else probe.parent
-    try:
-        repo = gitrepo.open_repository(probe)
-        root = os.path.realpath(gitrepo.workdir(repo))
-    except CitegraphError:
-        return None
-    real = os.path.realpath(p)
-    try:
-        rel = Path(real).relative_to(root)
-    except ValueError:
-        return None
-    path = stored_path(rel.as_posix())
-    if path in ("", ".") or path.split("/")[0] == ".git":
-        return None
-    try:
-        check_path(path, path)
-    except CitegraphError:
-        return None
-    return root, path
 
 
 def _memory_lines(m: dict[str, Any], path: str) -> list[str]:

@@ -17,12 +17,12 @@ a one-shot command reads the store as before.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Hashable
 from typing import Any
 
 from citegraph.graph.store import Home
+from citegraph.memory.lifecycle.keys_sidecar import store_fingerprint
 from citegraph.validator.model import Observation
 
 MAX_OBSERVATIONS = 200_000
@@ -50,17 +50,7 @@ def enabled() -> bool:
 
 def fingerprint(home: Home) -> tuple | None:
     """The memory store file's identity now (None: it cannot be told, read the store)."""
-    out: list[Any] = []
-    for path in (home.memory_db, home.memory_db.with_name(home.memory_db.name + ".wal")):
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            out.append(None)
-            continue
-        except OSError:
-            return None
-        out.append((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
-    return tuple(out)
+    return store_fingerprint(home.memory_db)
 
 
 def selection(home: Home, key: Hashable) -> tuple[tuple | None, Any]:

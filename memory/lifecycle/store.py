@@ -38,11 +38,11 @@ import pyarrow as pa
 
 from citegraph.graph.store import Home
 from citegraph.indexer.errors import CitegraphError
-from citegraph.memory.lifecycle import store_lock
+from citegraph.memory.lifecycle import keys_sidecar, store_lock
+from citegraph.memory.lifecycle.keys_sidecar import MEMORY_SCHEMA_VERSION
 from citegraph.memory.limits import MAX_TEXT_BYTES
 from citegraph.validator.model import Observation, Observed, Receipt
 
-MEMORY_SCHEMA_VERSION = 4
 LOCK_WAIT_S = 10.0
 NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,128}")  # used with fullmatch: "team\n" is no name
 TOKEN_RE = re.compile(r"[A-Za-z0-9_]+")
@@ -54,7 +54,9 @@ RECEIPT_FIELDS = [f.name for f in fields(Receipt)]
 # unchanged), and for symbols ``handle``, ``fragment`` (finds a moved copy) and ``locator``
 # (``path::Qualified.name``, any ordinal). Kept by every write of a revision (capture,
 # import, refresh, bulk load) and by forget; read by ``citegraph cited``, brief
-# ``--code-ref`` and the hooks (memory/agent/cited.py).
+# ``--code-ref`` and the hooks (memory/agent/cited.py). Its path and blob keys are mirrored,
+# for the pre-edit hook, in the code-keys sidecar (memory/lifecycle/keys_sidecar.py), which
+# ``_Gate`` keeps: invalidated when a read-write connection opens, rewritten when it closes.
 CODE_KEYS = ("path", "blob", "handle", "fragment", "locator")
 CODE_INDEX_COLS = ("memory_id", "revision", "citation_id", "position", "repository_id", "key_kind", "key",
                    "kind", "path", "start_line", "end_line")
@@ -726,6 +728,9 @@ class _Gate:
         self.users = 0
         self.broken = False
         self.epoch = 0  # moves with every use: an idle timer of an earlier epoch does nothing
+        # the store's fingerprint when a read-write connection opened with a trusted code-keys
+        # sidecar (keys_sidecar.begin_write): unchanged at the close, the sidecar is restored
+        self.sidecar_fp: tuple | None = None
 
     def enter(self, want_rw: bool, deadline: float,
               connect: Callable[[bool], duckdb.DuckDBPyConnection]) -> duckdb.DuckDBPyConnection:
@@ -739,6 +744,8 @@ class _Gate:
             if self.con is None:
                 rw = want_rw or _Gate.linger_s > 0
                 fd = store_lock.acquire(self.path, rw, deadline)
+                if rw:  # before any write can commit: a writer that dies leaves no trusted sidecar
+                    self.sidecar_fp = keys_sidecar.begin_write(self.path)
                 try:
                     self.con = connect(rw)
                 except BaseException:
@@ -775,14 +782,44 @@ class _Gate:
 
     def _close(self) -> None:
         assert self.con is not None
+        # The code-keys sidecar: rewritten after every read-write connection (whatever it
+        # wrote), and by a read-only one that finds it missing or out of step; written after
+        # the checkpoint, before the lock is released (memory/lifecycle/keys_sidecar.py).
+        # A read-write connection that committed nothing (the fingerprint it opened with)
+        # restores it instead: no query.
+        fp, self.sidecar_fp = self.sidecar_fp, None
+        unchanged = fp is not None and keys_sidecar.store_fingerprint(self.path) == fp
+        keys = None
+        if not unchanged and (self.read_write or not keys_sidecar.in_step(self.path)):
+            keys = _code_keys(self.con)
+        closed = False
         try:
             self.con.close()  # checkpoints and removes the write-ahead log: under the lock
+            closed = True
         finally:
-            store_lock.release(self.lock_fd)
-            self.lock_fd = None
+            try:
+                if closed and unchanged and keys_sidecar.restore(self.path, fp):
+                    pass
+                elif keys is not None and closed:
+                    keys_sidecar.write(self.path, keys)
+                elif self.read_write:
+                    keys_sidecar.invalidate(self.path)
+            finally:
+                store_lock.release(self.lock_fd)
+                self.lock_fd = None
         self.con = None
         self.read_write = False
         self.broken = False
+
+
+def _code_keys(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]] | None:
+    """The code index's path and blob keys (for the sidecar), or None when they cannot be
+    read (the sidecar is then not written: a reader takes the full path)."""
+    try:
+        return con.execute("SELECT DISTINCT key_kind, key FROM code_index WHERE key_kind IN ('path', 'blob')"
+                           ).fetchall()
+    except Exception:  # noqa: BLE001 - best effort: no sidecar is always safe
+        return None
 
 
 _GATES: dict[str, _Gate] = {}
