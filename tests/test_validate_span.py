@@ -160,3 +160,35 @@ def cited_commit(home, mem) -> str:
 
     with MemoryStore.open(home) as ms:
         return ms.require(mem["id"]).citations[0].commit
+
+
+def test_gone_files_share_one_tree_diff_per_capture_commit(repo, home, monkeypatch):
+    """Spans of one batch captured at one commit whose files are gone search the files
+    added since that commit: the tree diff is made once for all of them, not per span."""
+    from validation_helpers import verdicts
+
+    from citegraph.validator import evidence
+
+    repo.write("src/retry.py", RETRY)
+    repo.write("src/copy.py", RETRY)
+    repo.commit("c1")
+    index(repo, home)
+    mems = [cite(home, repo, "src/retry.py#L4-L6"), cite(home, repo, "src/copy.py#L4-L6"),
+            cite(home, repo, "src/retry.py#L8-L9")]
+    repo.rm("src/retry.py")
+    repo.rm("src/copy.py")
+    repo.write("src/backoff.py", "import math\n\n" + SPAN_4_6)
+    repo.commit("both gone; the first lines live on in a new file")
+    index(repo, home)
+    calls = []
+    real = evidence.SnapshotEvidence._added_since_uncached
+
+    def counting(self, *args):
+        calls.append(args[1:])
+        return real(self, *args)
+
+    monkeypatch.setattr(evidence.SnapshotEvidence, "_added_since_uncached", counting)
+    data = verdicts(home, repo, memory_ids=[m["id"] for m in mems])
+    outcomes = sorted(c["outcome"] for m in data["memories"] for c in m["citations"])
+    assert outcomes == ["deleted", "relocated", "relocated"], outcomes
+    assert len(calls) == 1
