@@ -13,6 +13,7 @@ import os
 import shutil
 import threading
 import uuid
+from collections import OrderedDict
 from pathlib import Path
 
 import duckdb
@@ -39,20 +40,71 @@ FLUSH_ROWS = 250_000  # rows buffered before one insert: bounds the builder's me
 BUILD_MEMORY_LIMIT = "384MB"
 
 
-class _BuildDatabase(threading.local):
-    """This thread's in-memory DuckDB for builds (per spill directory): opening a DuckDB
-    costs ≈ 20 ms, more than a one-file delta's own writes, so a long-lived builder (the
-    service's lane threads, an in-process benchmark) reuses it. Each build works through
-    its own connection to it (``cursor``): temporary tables and registered Arrow views die
-    with that connection; attached databases are the instance's, so ``release`` closes the
-    instance when a build leaves one attached (a failure): no file stays open."""
+class _BuildDatabases:
+    """Idle in-memory DuckDBs for builds, one per spill directory (a repository: one
+    builder per repository, the build lock), the most recently used ``KEEP_IDLE`` kept.
 
-    db: duckdb.DuckDBPyConnection | None = None
-    spill: str = ""
+    Opening a DuckDB costs 20–35 ms, more than a one-file delta's own writes, so a
+    long-lived builder reuses it — the service builds each change in a new lane thread,
+    hence a process-wide pool, not a per-thread one. Each build works through its own
+    connection to the instance (``cursor``): its temporary tables and registered Arrow views
+    die with that connection. Attached databases belong to the instance, so ``release``
+    closes an instance a build left something attached to (a failure): no file stays open."""
+
+    KEEP_IDLE = 4  # ≈ 4 MiB each once warm
+
+    def __init__(self) -> None:
+        self._idle: OrderedDict[str, duckdb.DuckDBPyConnection] = OrderedDict()
+        self._out: dict[int, tuple[str, duckdb.DuckDBPyConnection]] = {}  # id(cursor) -> (spill, instance)
+        self._lock = threading.Lock()
+
+    def take(self, spill: str) -> duckdb.DuckDBPyConnection:
+        with self._lock:
+            db = self._idle.pop(spill, None)
+        if db is None:
+            db = duckdb.connect(":memory:", config={"memory_limit": BUILD_MEMORY_LIMIT, "temp_directory": spill,
+                                                    "threads": 1})
+        db.execute("SET threads = 1")
+        con = db.cursor()
+        with self._lock:
+            self._out[id(con)] = (spill, db)
+        return con
+
+    def give_back(self, con: duckdb.DuckDBPyConnection) -> None:
+        with self._lock:
+            spill, db = self._out.pop(id(con), ("", None))
+        con.close()
+        if db is None:
+            return
+        try:
+            attached = [r[0] for r in db.execute("SELECT database_name FROM duckdb_databases()").fetchall()]
+        except duckdb.Error:
+            attached = ["?"]
+        if any(name not in _OWN_DATABASES for name in attached):
+            db.close()
+            return
+        with self._lock:
+            drop = [self._idle.pop(spill)] if spill in self._idle else []  # (a second one of that repository)
+            self._idle[spill] = db
+            while len(self._idle) > self.KEEP_IDLE:
+                drop.append(self._idle.popitem(last=False)[1])
+        for old in drop:
+            old.close()
+
+    def idle(self) -> list[str]:
+        """The spill directories with an idle instance (for tests)."""
+        with self._lock:
+            return list(self._idle)
+
+    def close_all(self) -> None:
+        with self._lock:
+            dbs, self._idle = list(self._idle.values()), OrderedDict()
+        for db in dbs:
+            db.close()
 
 
-_BUILD_DB = _BuildDatabase()
 _OWN_DATABASES = ("memory", "system", "temp")
+BUILD_DATABASES = _BuildDatabases()
 
 
 def connect(rs: RepoStore) -> duckdb.DuckDBPyConnection:
@@ -60,36 +112,13 @@ def connect(rs: RepoStore) -> duckdb.DuckDBPyConnection:
     and the facts cache attached to it: one DuckDB thread while the extraction workers
     hold the cores (``SnapshotWriter.finish_rows`` gives it all of them for the indexes and
     the checkpoint). Close it with ``release``."""
-    spill = str(rs.root / "tmp" / "spill")  # one builder per repository (the build lock); DuckDB empties it
-    if _BUILD_DB.db is None or _BUILD_DB.spill != spill:
-        _close_build_db()
-        _BUILD_DB.db = duckdb.connect(":memory:", config={"memory_limit": BUILD_MEMORY_LIMIT,
-                                                          "temp_directory": spill, "threads": 1})
-        _BUILD_DB.spill = spill
-    _BUILD_DB.db.execute("SET threads = 1")
-    return _BUILD_DB.db.cursor()
+    return BUILD_DATABASES.take(str(rs.root / "tmp" / "spill"))  # DuckDB empties the spill directory
 
 
 def release(con: duckdb.DuckDBPyConnection) -> None:
-    """Close a build's connection; the instance too when a database is still attached to it."""
-    con.close()
-    db = _BUILD_DB.db
-    if db is None:
-        return
-    try:
-        attached = [r[0] for r in db.execute("SELECT database_name FROM duckdb_databases()").fetchall()]
-    except duckdb.Error:
-        attached = ["?"]
-    if any(name not in _OWN_DATABASES for name in attached):
-        _close_build_db()
-
-
-def _close_build_db() -> None:
-    if _BUILD_DB.db is not None:
-        try:
-            _BUILD_DB.db.close()
-        finally:
-            _BUILD_DB.db = None
+    """Close a build's connection; its instance stays for the next build of the repository
+    unless the build left a database attached to it."""
+    BUILD_DATABASES.give_back(con)
 
 
 def sql_str(path: Path) -> str:
