@@ -4,7 +4,8 @@
 table, files read through from the base): the O(change) test and the benchmarks read it.
 ``BuildHooks`` is what a test injects: ``stall(stage)`` is called at each stage boundary
 (the crash tests' launcher, tests/stall_launcher.py, stalls there so it can kill -9 the
-build at a known point). Production code reads no environment variable for it.
+build at a known point); ``statement`` sees each statement of a delta's edge resolution.
+Production code reads no environment variable for it.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ class BuildStats:
 @dataclass(frozen=True)
 class BuildHooks:
     stall: Callable[[str], None] | None = None
+    # called after each statement of a delta's edge resolution with its label and DuckDB's
+    # profile of it (graph/delta_resolution.py; tests/test_o_change.py counts rows scanned)
+    statement: Callable[[str, dict], None] | None = None
 
 
 NO_HOOKS = BuildHooks()

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from citegraph.graph import build_inventory as inv
-from citegraph.graph import coverage_summary, facts_cache
+from citegraph.graph import coverage_summary, delta_resolution, facts_cache
 from citegraph.graph.build_hooks import BuildStats
 from citegraph.graph.build_inventory import PATH_REASONS, TRANSIENT_REASONS
 from citegraph.graph.build_publish import publish_entry, publish_file, tmp_path
@@ -239,6 +239,7 @@ def _write(rs: RepoStore, checked: CheckedSnapshot, op: str) -> int:
         for t in SNAPSHOT_TABLES:
             writer.copy(t.name, f"SELECT {', '.join(t.names)} FROM read_parquet({sql_str(checked.paths[t.name])})")
         out.execute(SNAPSHOT_INDEXES)
+        delta_resolution.write_keys(out)  # derived from the rows, never exported
         facts_cache.attach(out, rs)
         known = facts_cache.lookup(out, [(b, lang) for b, lang, _ in checked.facts])
         facts_cache.remember(out, [k for k in checked.facts if (k[0], k[1]) not in known], source=sid)

@@ -38,7 +38,7 @@ from typing import Any
 import duckdb
 import pygit2
 
-from citegraph.graph import edge_resolution
+from citegraph.graph import delta_resolution
 from citegraph.graph.build_hooks import NO_HOOKS, BuildHooks, BuildStats, checkpoint
 from citegraph.graph.build_inventory import TRANSIENT_REASONS, in_tree
 from citegraph.graph.build_publish import cleanup_tmp, op_token, publish_file, tmp_path
@@ -157,7 +157,7 @@ def _write_full(rs: RepoStore, entry: dict[str, Any], base: dict[str, Any], tmp:
         writer.copy("meta", f"SELECT key, CASE WHEN key = 'base' THEN '' ELSE value END FROM {own('meta')} "
                     f"WHERE key <> '{IMPORT_TARGETS_LAYOUT}'")  # a full snapshot's import targets are whole
         # Derived rows recomputed over the union now held whole (what a clean build writes).
-        edge_resolution.write_resolution(out, None)
+        delta_resolution.resolve_snapshot(out, None)
         out.execute(SNAPSHOT_INDEXES)
         out.execute("DETACH base")
         close_snapshot(out, tmp, "duckdb")

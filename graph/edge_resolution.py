@@ -79,7 +79,7 @@ def write_resolution(con: duckdb.DuckDBPyConnection, base_path: str | os.PathLik
             else:
                 con.execute(f"CREATE OR REPLACE TEMP VIEW _u_{t} AS SELECT * FROM main.{t}")
         if alias is None:
-            _register_imports(con, _mapping(con, None))
+            register_imports(con, _mapping(con, None))
             _resolve(con, "_u_edges")
         else:
             layered = _delta_mapping(con, alias)
@@ -130,10 +130,10 @@ def _mapping(con: duckdb.DuckDBPyConnection, only: str | None, files_sql: str = 
     imports = con.execute("SELECT DISTINCT e.path, f.language, e.target FROM _u_edges e JOIN _u_files f "
                           f"ON f.path = e.path WHERE e.kind = 'imports'{where} ORDER BY ALL").fetchall()
     index = FileIndex(con.execute(files_sql + " ORDER BY path").fetchall())
-    return _map_imports(index, imports)
+    return map_imports(index, imports)
 
 
-def _map_imports(index: FileIndex, imports: list[tuple[str, str, str]]) -> Mapping:
+def map_imports(index: FileIndex, imports: list[tuple[str, str, str]]) -> Mapping:
     cols: Mapping = {"path": [], "target": [], "target_path": [], "item": []}
     for path, lang, target in imports:
         for tp, item in import_files(index, path, lang, target):
@@ -154,13 +154,21 @@ def _changed_mapping(con: duckdb.DuckDBPyConnection) -> Mapping:
     imports = con.execute("SELECT DISTINCT e.path, f.language, e.target FROM main.edges e JOIN main.files f "
                           "ON f.path = e.path WHERE e.kind = 'imports' ORDER BY ALL").fetchall()
     if not imports:
-        return _map_imports(FileIndex(()), [])
-    targets = sorted({t for _p, _l, target in imports for t in _TOKEN.findall(target)})
-    stems = sorted({*targets, *IMPLIED_STEMS, *(t for path, _l, _t in imports for t in _TOKEN.findall(path))})
+        return map_imports(FileIndex(()), [])
+    stems, targets = import_keys(imports)
     rows = con.execute(UNION_SOURCE_FILES + " AND (split_part(ltrim(parse_filename(path), '.'), '.', 1) "
                        "IN (SELECT unnest($stems)) OR parse_filename(parse_dirpath(path)) IN "
                        "(SELECT unnest($dirs))) ORDER BY path", {"stems": stems, "dirs": targets}).fetchall()
-    return _map_imports(FileIndex(rows), imports)
+    return map_imports(FileIndex(rows), imports)
+
+
+def import_keys(imports: list[tuple[str, str, str]]) -> tuple[list[str], list[str]]:
+    """The file-name stems and the directory names the ``(path, language, target)`` imports
+    can name a file by (``_changed_mapping``): every token of a target or of the importing
+    path and the implied stems; directories named like a token of a target."""
+    targets = sorted({t for _p, _l, target in imports for t in _TOKEN.findall(target)})
+    stems = sorted({*targets, *IMPLIED_STEMS, *(t for path, _l, _t in imports for t in _TOKEN.findall(path))})
+    return stems, targets
 
 
 def _delta_mapping(con: duckdb.DuckDBPyConnection, base: str) -> bool:
@@ -174,7 +182,7 @@ def _delta_mapping(con: duckdb.DuckDBPyConnection, base: str) -> bool:
         OR EXISTS (SELECT 1 FROM {base}.files b SEMI JOIN main.overrides o ON o.path = b.path
             WHERE NOT EXISTS (SELECT 1 FROM main.files f WHERE f.path = b.path))""").fetchall()[0][0]
     if files_changed:
-        _register_imports(con, _mapping(con, None))
+        register_imports(con, _mapping(con, None))
         con.execute(f"""CREATE OR REPLACE TEMP TABLE _aff_files AS
             SELECT DISTINCT path FROM (
               (SELECT * FROM _imports EXCEPT SELECT * FROM {base}.import_targets)
@@ -183,12 +191,12 @@ def _delta_mapping(con: duckdb.DuckDBPyConnection, base: str) -> bool:
         return False
     con.execute("CREATE OR REPLACE TEMP TABLE _aff_files AS SELECT ''::VARCHAR AS path WHERE false")
     # The unchanged files' rows stay in the database (copied by SQL, never through Python).
-    _register_imports(con, _changed_mapping(con), kept=f"SELECT path, target, target_path, item FROM "
+    register_imports(con, _changed_mapping(con), kept=f"SELECT path, target, target_path, item FROM "
                       f"{base}.import_targets x WHERE NOT EXISTS (SELECT 1 FROM main.overrides o WHERE o.path = x.path)")
     return True
 
 
-def _register_imports(con: duckdb.DuckDBPyConnection, cols: Mapping, kept: str | None = None) -> None:
+def register_imports(con: duckdb.DuckDBPyConnection, cols: Mapping, kept: str | None = None) -> None:
     """``_imports``: the mapping's rows (and the ``kept`` query's), as one temp table."""
     con.register("_imports_new", pa.table({k: pa.array(v, pa.string()) for k, v in cols.items()}))
     try:
@@ -226,15 +234,15 @@ def _affected(con: duckdb.DuckDBPyConnection, base: str) -> None:
     uniq = f"""SELECT fam, name, k.ek, CASE WHEN count(*) = 1 THEN min(handle) END AS h
         FROM (SELECT * FROM _aff_sym WHERE {{rows}}) s,
              (VALUES ('references'), ('calls'), ('inherits')) k(ek)
-        WHERE k.ek = 'references' OR (k.ek = 'calls' AND s.kind IN {_kinds(CALLABLE)})
-           OR (k.ek = 'inherits' AND s.kind IN {_kinds(TYPES)})
+        WHERE k.ek = 'references' OR (k.ek = 'calls' AND s.kind IN {kinds_sql(CALLABLE)})
+           OR (k.ek = 'inherits' AND s.kind IN {kinds_sql(TYPES)})
         GROUP BY ALL"""
     # The edges named like a changed symbol are found first (one pass over the union's
     # edges, no join); the conditions then join only those, and the changed paths' edges.
     con.execute(f"""CREATE OR REPLACE TEMP TABLE _aff_named AS
         SELECT * FROM (SELECT e.path, e.source_handle, e.kind, e.target, e.line, e.blob_id,
                          regexp_extract(e.target, '([^.:]+)$', 1) AS name
-                       FROM _u_edges e WHERE e.kind IN {_kinds(RESOLVED_KINDS[:3])})
+                       FROM _u_edges e WHERE e.kind IN {kinds_sql(RESOLVED_KINDS[:3])})
         WHERE name IN (SELECT name FROM _aff_names)""")
     con.execute("CREATE OR REPLACE TEMP TABLE _aff_before AS " + uniq.format(rows="side = 'base'"))
     con.execute("CREATE OR REPLACE TEMP TABLE _aff_after AS " + uniq.format(rows="NOT gone"))
@@ -248,14 +256,14 @@ def _affected(con: duckdb.DuckDBPyConnection, base: str) -> None:
         UNION SELECT path FROM _aff_files""")
     con.execute(f"""CREATE OR REPLACE TEMP TABLE _aff_edges1 AS
         SELECT e.path, e.source_handle, e.kind, e.target, e.line, e.blob_id FROM _u_edges e
-          WHERE e.kind IN {_kinds(RESOLVED_KINDS)} AND (e.path IN (SELECT path FROM _aff_own)
+          WHERE e.kind IN {kinds_sql(RESOLVED_KINDS)} AND (e.path IN (SELECT path FROM _aff_own)
             OR (e.kind = 'imports' AND e.path IN (SELECT path FROM _aff_importers)))""")
     con.execute(f"""CREATE OR REPLACE TEMP TABLE _aff_edges AS SELECT * FROM _aff_edges1
         UNION ALL
         SELECT e.path, e.source_handle, e.kind, e.target, e.line, e.blob_id FROM _aff_named e
           LEFT JOIN _u_files f ON f.path = e.path
           WHERE e.path NOT IN (SELECT path FROM _aff_own) AND (e.path IN (SELECT path FROM _aff_importers)
-            OR e.name IN (SELECT name FROM _aff_moved) OR (f.language IN {_kinds(PACKAGE_IS_DIRECTORY)}
+            OR e.name IN (SELECT name FROM _aff_moved) OR (f.language IN {kinds_sql(PACKAGE_IS_DIRECTORY)}
               AND parse_dirpath(e.path) IN (SELECT DISTINCT parse_dirpath(path) FROM main.overrides)))""")
 
 
@@ -429,7 +437,7 @@ def _java(index: FileIndex, target: str) -> list[tuple[str, str | None]]:
     return []
 
 
-def _kinds(values: tuple[str, ...]) -> str:
+def kinds_sql(values: tuple[str, ...]) -> str:
     return "(" + ", ".join(f"'{v}'" for v in values) + ")"
 
 
@@ -438,8 +446,8 @@ def resolution_steps(symbols: str, edges: str, files: str, imports: str) -> list
     materialised once (a CTE referenced by several branches would be recomputed), and the
     import level joins edges with the pre-joined symbols of imported files (joining
     edges × imports first multiplies rows by the imports of each file: 5.7 s on ruff)."""
-    fits = (f"(e.kind = 'references' OR (e.kind = 'calls' AND s.kind IN {_kinds(CALLABLE)}) "
-            f"OR (e.kind = 'inherits' AND s.kind IN {_kinds(TYPES)}))")
+    fits = (f"(e.kind = 'references' OR (e.kind = 'calls' AND s.kind IN {kinds_sql(CALLABLE)}) "
+            f"OR (e.kind = 'inherits' AND s.kind IN {kinds_sql(TYPES)}))")
     family = "coalesce(CASE {l} WHEN 'typescript' THEN 'js' WHEN 'tsx' THEN 'js' WHEN 'javascript' THEN 'js' END, {l})"
     return [
         ("_r_e", f"""
@@ -447,7 +455,7 @@ SELECT row_number() OVER () AS eid, e.path, e.source_handle, e.kind, e.target, e
   f.language AS lang, {family.format(l='f.language')} AS fam,
   CASE WHEN e.kind = 'imports' THEN NULL ELSE regexp_extract(e.target, '([^.:]+)$', 1) END AS name
 FROM {edges} e LEFT JOIN {files} f ON f.path = e.path
-WHERE e.kind IN {_kinds(RESOLVED_KINDS)}"""),
+WHERE e.kind IN {kinds_sql(RESOLVED_KINDS)}"""),
         # the imports of the files whose edges are resolved (all of them in a full build)
         ("_r_imp", f"SELECT DISTINCT path, target, target_path, item FROM {imports} "
                    "WHERE path IN (SELECT DISTINCT path FROM _r_e)"),
@@ -455,7 +463,7 @@ WHERE e.kind IN {_kinds(RESOLVED_KINDS)}"""),
         # named like an edge, and the items imports name (all of them in a full build)
         ("_r_s", f"""
 SELECT handle, path, language, kind, name, parent_handle, {family.format(l='language')} AS fam,
-  kind IN {_kinds(CALLABLE)} AS callable, kind IN {_kinds(TYPES)} AS is_type FROM {symbols}
+  kind IN {kinds_sql(CALLABLE)} AS callable, kind IN {kinds_sql(TYPES)} AS is_type FROM {symbols}
 WHERE path IN (SELECT DISTINCT path FROM _r_e) OR name IN (SELECT DISTINCT name FROM _r_e)
   OR name IN (SELECT DISTINCT item FROM _r_imp)"""),
         ("_r_anc", """
@@ -486,7 +494,7 @@ SELECT e.eid, 2, 0, s.handle, s.path, 1 FROM _r_e e JOIN _r_s s ON s.path = e.pa
 UNION ALL
 SELECT e.eid, 3, 0, s.handle, s.path, 1 FROM _r_e e JOIN _r_s s ON s.name = e.name AND s.language = e.lang
   AND s.path <> e.path AND parse_dirpath(s.path) = parse_dirpath(e.path)
-  WHERE e.lang IN {_kinds(PACKAGE_IS_DIRECTORY)} AND {fits}
+  WHERE e.lang IN {kinds_sql(PACKAGE_IS_DIRECTORY)} AND {fits}
 UNION ALL
 SELECT e.eid, 4, 0, s.handle, s.spath, 1 FROM _r_e e JOIN _r_imp_syms s ON s.path = e.path AND s.name = e.name
   WHERE {fits}

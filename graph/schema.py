@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SNAPSHOT_SCHEMA_VERSION = 6  # 3: escaped (stored) paths, not-regular rows; 4: damage regions;
+SNAPSHOT_SCHEMA_VERSION = 7  # 3: escaped (stored) paths, not-regular rows; 4: damage regions;
 # 5: a full snapshot's overrides list every path a delta over it must redo; deltas are Parquet;
-# 6: resolved edges and import targets (graph/edge_resolution.py)
+# 6: resolved edges and import targets (graph/edge_resolution.py); 7: a full snapshot's
+# resolution keys (name_stats, edge_names, file_keys: graph/delta_resolution.py)
 FACTS_SCHEMA_VERSION = 4  # 3: damage regions; 4: rows may stay in a full snapshot (source)
 
 
@@ -89,11 +90,27 @@ RESOLVED_EDGES = Table("resolved_edges", (
 IMPORT_TARGETS = Table("import_targets", (
     _c("path", "VARCHAR", False), _c("target", "VARCHAR", False), _c("target_path", "VARCHAR", False),
     _c("item", "VARCHAR")))
+# A full snapshot's resolution keys, so a delta over it resolves its edges in O(change)
+# (graph/delta_resolution.py; empty in a delta): per (language family, name, edge kind) how
+# many symbols fit and, when one does, which (the repository level of resolution); the
+# paths whose edges name a symbol so (calls, references, inherits); and each source file
+# under the keys import mapping and the package level look it up by — ``stem:`` its
+# file-name stem, ``dirname:`` the name of its directory, ``pkg:`` its directory and
+# language (Go, Java) — one indexed column, so each lookup is one index scan.
+NAME_STATS = Table("name_stats", (
+    _c("fam", "VARCHAR", False), _c("name", "VARCHAR", False), _c("ek", "VARCHAR", False), _c("n", "BIGINT", False),
+    _c("handle", "VARCHAR", False), _c("path", "VARCHAR", False)))
+EDGE_NAMES = Table("edge_names", (_c("name", "VARCHAR", False), _c("path", "VARCHAR", False)))
+FILE_KEYS = Table("file_keys", (_c("key", "VARCHAR", False), _c("path", "VARCHAR", False),
+                                _c("language", "VARCHAR", False)))
 
 SNAPSHOT_TABLES = (META, FILES, SYMBOLS, EDGES, DAMAGE, CONTENTS, OVERRIDES, RESOLVED_EDGES, IMPORT_TARGETS)
-TABLES = {t.name: t for t in SNAPSHOT_TABLES}
+# Derived from a full snapshot's own rows wherever one is written (a build, a compaction, a
+# checkpoint import): never exported, never read through a snapshot's views.
+RESOLUTION_KEY_TABLES = (NAME_STATS, EDGE_NAMES, FILE_KEYS)
+TABLES = {t.name: t for t in (*SNAPSHOT_TABLES, *RESOLUTION_KEY_TABLES)}
 
-SNAPSHOT_DDL = "\n".join(t.ddl() for t in SNAPSHOT_TABLES) + "\n"
+SNAPSHOT_DDL = "\n".join(t.ddl() for t in (*SNAPSHOT_TABLES, *RESOLUTION_KEY_TABLES)) + "\n"
 
 SNAPSHOT_INDEXES = """
 CREATE INDEX files_path ON files(path);
@@ -102,6 +119,8 @@ CREATE INDEX symbols_handle ON symbols(handle);
 CREATE INDEX symbols_fragment ON symbols(fragment_hash);
 CREATE INDEX symbols_path ON symbols(path);
 CREATE INDEX damage_path ON damage(path);
+CREATE INDEX symbols_name ON symbols(name);
+CREATE INDEX edges_path ON edges(path);
 """
 # ``resolved_edges`` and ``import_targets`` (the files each import names) are derived per
 # snapshot from the (union) rows (graph/edge_resolution.py): a delta holds the resolved

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from citegraph.graph import build_inventory as inv
-from citegraph.graph import coverage_summary, edge_resolution, facts_cache
+from citegraph.graph import coverage_summary, delta_resolution, facts_cache
 from citegraph.graph.build_hooks import NO_HOOKS, BuildHooks, BuildStats, checkpoint
 from citegraph.graph.build_inventory import TRANSIENT_REASONS, FileRow
 from citegraph.graph.build_publish import base_entry, publish_entry, publish_file, tmp_path
@@ -169,7 +169,8 @@ def _assemble(target: BuildTarget, rs: RepoStore, stats: BuildStats, progress: P
             out.execute("DETACH base")
         facts_cache.detach(out)  # (it may hold the base attached as a source of rows)
         # Derived rows (resolved edges, import targets) over the union the readers will see.
-        edge_resolution.write_resolution(out, rs.snapshot_path(p.base["snapshot_id"]) if p.base else None)
+        delta_resolution.resolve_snapshot(out, rs.snapshot_path(p.base["snapshot_id"]) if p.base else None,
+                                          hooks.statement)
         close_snapshot(out, tmp, container)
     finally:
         release_connection(out)
