@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from citegraph.graph.schema import TABLES
+from citegraph.graph.schema import SNAPSHOT_TABLES
 from citegraph.graph.store import Home
 
 TIMEOUT = 60
@@ -60,7 +60,7 @@ def every_snapshot_row(home: Home) -> list[tuple[str, tuple]]:
     for f in sorted(home.root.glob("repos/*/snapshots/*.parquet")):  # small deltas: one file
         con = duckdb.connect(":memory:")
         try:
-            for t in TABLES.values():
+            for t in SNAPSHOT_TABLES:  # what a Parquet delta holds (no resolution keys)
                 out += [(t.name, row) for row in con.execute(
                     f"SELECT {', '.join(t.names)} FROM read_parquet(?) WHERE tbl = ?", [str(f), t.name]).fetchall()]
         finally:

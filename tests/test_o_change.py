@@ -8,12 +8,17 @@ the cold build that makes the base takes seconds; the counts do not depend on fi
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import duckdb
 import pytest
 from gitutil import GIT_ENV
+from service_helpers import TIMEOUT, ServeProc
 
 import citegraph.graph.extract_pool as ep
 import citegraph.indexer.blob_facts as bf
@@ -25,6 +30,7 @@ from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.graph.store import Home
 from citegraph.indexer import gitrepo
 
+PROFILE_LAUNCHER = str(Path(__file__).parent / "profile_launcher.py")
 N_FILES = 20_000
 CHANGED = "pkg007/mod_00122.py"
 
@@ -177,14 +183,13 @@ def profiled_build(root, home, **kw):
     return res, seen
 
 
-def assert_resolution_costs_the_change(home, res, seen, changed: str) -> None:
-    assert not res.reused and res.files == N_FILES
+def assert_resolution_costs_the_change(rs, snapshot_id: str, seen: list[tuple[str, int]], changed: str) -> None:
     labels = [label for label, _ in seen]
     assert "affected edges" in labels and "resolved edges" in labels, labels  # the O(change) path ran
     scanned = sum(n for _, n in seen)
     assert scanned <= RESOLUTION_ROWS, sorted(seen, key=lambda s: -s[1])[:5]
-    rs = home.repo(res.repository_id)
-    entry = rs.entry(res.snapshot_id)
+    entry = rs.entry(snapshot_id)
+    assert entry["layout"] == "delta" and entry["files"] == N_FILES
     con = duckdb.connect(":memory:")
     try:
         f = str(rs.published_path(entry))
@@ -194,7 +199,7 @@ def assert_resolution_costs_the_change(home, res, seen, changed: str) -> None:
         con.close()
     # Derived rows written for the changed file only (nothing else's resolution moved).
     assert own["resolved_edges"] == [(changed,)] and own["import_targets"] in ([], [(changed,)]), own
-    with Snapshot.open(rs, res.snapshot_id) as snap:
+    with Snapshot.open(rs, snapshot_id) as snap:
         calls = dict(snap.query("SELECT target, tier || ' ' || coalesce(target_path, '') FROM resolved_edges "
                                 "WHERE path = ? AND kind = 'calls'", [changed]))
     # f7125 is defined once, in another file: the repository level, from the base's keys.
@@ -210,15 +215,40 @@ def test_one_file_commit_resolves_edges_in_o_change(big):
     c3 = fast_import(root, {CHANGED: source(7122, "py", "\n\ndef added2():\n    return added2() + f7125()\n")},
                      "c3", parent=True)
     res, seen = profiled_build(root, home, rev=c3)
-    assert_resolution_costs_the_change(home, res, seen, CHANGED)
+    assert not res.reused
+    assert_resolution_costs_the_change(home.repo(res.repository_id), res.snapshot_id, seen, CHANGED)
 
 
-def test_one_file_edit_resolves_edges_in_o_change(big):
-    """The same for an edit in the worktree, built as the service builds it (a dirty
-    overlay over the full snapshot)."""
-    root, home, _first, _ = big
-    subprocess.run(["git", "checkout", "-q", "-f", "main"], cwd=root, check=True, env={**GIT_ENV, "PATH": "/usr/bin:/bin"})
-    (root / CHANGED).write_bytes(source(7122, "py", "\n\ndef edited():\n    return f7125() + run()\n"))
-    res, seen = profiled_build(root, home)
-    assert res.dirty
-    assert_resolution_costs_the_change(home, res, seen, CHANGED)
+def test_one_file_edit_through_the_service_resolves_edges_in_o_change(big, tmp_path):
+    """The same for an edit seen by a running ``serve`` (its builds profiled through
+    tests/profile_launcher.py): the dirty overlay it builds reads only the edited file's
+    rows and the keys of the names it touches."""
+    root, home, first, _ = big
+    env = {**GIT_ENV, "PATH": "/usr/bin:/bin"}
+    subprocess.run(["git", "checkout", "-q", "-f", "main"], cwd=root, check=True, env=env)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                          check=True).stdout.strip()
+    prof = tmp_path / "statements.jsonl"
+    svc = ServeProc(home, tmp_path / "serve.log", str(root), launcher=[sys.executable, PROFILE_LAUNCHER, str(prof)])
+    try:
+        status(home, root, head, dirty=False)
+        prof.unlink(missing_ok=True)  # the builds before the edit (its commit's, if any)
+        (root / CHANGED).write_bytes(source(7122, "py", "\n\ndef edited():\n    return f7125() + run()\n"))
+        st = status(home, root, head, dirty=True)
+    finally:
+        assert svc.stop() == 0, svc.log()
+    seen = [(d["label"], d["rows"]) for d in map(json.loads, prof.read_text().splitlines())]
+    assert_resolution_costs_the_change(home.repo(first.repository_id), st["snapshot_id"], seen, CHANGED)
+
+
+def status(home, root, head: str, dirty: bool) -> dict:
+    """``citegraph status --json`` until the service has the state (head, dirty) exact-current."""
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        p = subprocess.run([sys.executable, "-m", "citegraph.cli.main", "status", "--json", str(root)],
+                           capture_output=True, text=True, env={**os.environ, "CITEGRAPH_HOME": str(home.root)})
+        st = json.loads(p.stdout) if p.returncode in (0, 1) and p.stdout.strip() else {}
+        if st.get("exact_current") and st.get("head") == head and st.get("dirty") == dirty:
+            return st
+        assert time.monotonic() < deadline, (p.stdout, p.stderr)
+        time.sleep(0.1)
