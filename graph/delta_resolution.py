@@ -88,11 +88,14 @@ class _Runner:
     How the statements are written so DuckDB reads the base through its indexes: a scan of
     a base table carries one predicate, on its indexed column, against a list (a parameter
     or a small temp table) — another filter on the same scan makes DuckDB scan the whole
-    table — and anything else is applied to the materialised result."""
+    table — and anything else is applied to the materialised result (or through a join).
+    Few statements: each costs DuckDB 0.3-3 ms whatever its size, which at this size is
+    most of the cost (docs/design.md)."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, hook: StatementHook | None) -> None:
         self.con, self.hook = con, hook
         self.over: list[str] = []  # the changed paths
+        self.temps: list[str] = []  # temp tables made, dropped at the end
         if hook is not None:
             con.execute("PRAGMA enable_profiling = 'no_output'")
             con.execute("SET profiling_coverage = 'ALL'")
@@ -100,24 +103,25 @@ class _Runner:
     def __call__(self, label: str, sql: str, params: object = None) -> None:
         self.fetch(label, sql, params)
 
+    def table(self, label: str, name: str, sql: str, params: object = None) -> None:
+        """Materialise ``sql`` as temp table ``name``."""
+        self.fetch(label, f"CREATE OR REPLACE TEMP TABLE {name} AS {sql}", params)
+        self.temps.append(name)
+
     def fetch(self, label: str, sql: str, params: object = None) -> list[tuple]:
         rows = self.con.execute(sql, params).fetchall()
         if self.hook is not None:
             self.hook(label, json.loads(self.con.get_profiling_information(format="json")).get("query", {}))
         return rows
 
-    def empty(self, table: str, like: str) -> None:
-        """``table`` as an empty table of ``like``'s columns (a lookup skipped: no keys)."""
-        self.con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT * FROM ({like}) WHERE false")
-
     def close(self) -> None:
         if self.hook is not None:
             self.con.execute("PRAGMA disable_profiling")
-
-
-TEMP_TABLES = ("_d_over", "_d_removed", "_d_names", "_d_fit", "_d_stats", "_d_rest", "_d_moved", "_d_importers",
-               "_d_moved_paths", "_d_dir_paths", "_d_near", "_d_near_edges", "_aff_edges", "_d_files", "_d_imp",
-               "_d_sym", "_d_edge_names", "_d_uniq", "_d_pkg_paths", "_d_rest_syms", "_d_changed", "_imports")
+        for name in dict.fromkeys(self.temps):
+            try:
+                self.con.execute(f"DROP TABLE IF EXISTS {name}")
+            except duckdb.Error:
+                pass
 
 
 def resolve_snapshot(con: duckdb.DuckDBPyConnection, base_path: str | os.PathLike[str] | None = None,
@@ -147,37 +151,41 @@ def resolve(con: duckdb.DuckDBPyConnection, base: str, hook: StatementHook | Non
     does not cover."""
     run = _Runner(con, hook)
     try:
-        run("overrides", "CREATE OR REPLACE TEMP TABLE _d_over AS SELECT DISTINCT path FROM main.overrides")
+        run.table("overrides", "_d_over", "SELECT DISTINCT path FROM main.overrides")
         run.over = [r[0] for r in run.fetch("read overrides", "SELECT path FROM _d_over ORDER BY path")]
-        own = set(run.fetch("own files", "SELECT path, language FROM main.files"))
-        had = set(run.fetch("base files of the changed paths", f"SELECT path, language FROM {base}.files "
-                            "WHERE path IN (SELECT unnest($p))", {"p": run.over}))
-        if own != had:
+        # The changed paths' files, before and after, with their package keys (Go, Java).
+        files = run.fetch("changed files", f"""
+            SELECT path, language, 'own' AS side, {PKG_KEY.format(p='path', l='language')} FROM main.files
+            UNION ALL SELECT path, language, 'had', {PKG_KEY.format(p='path', l='language')} FROM {base}.files
+              WHERE path IN (SELECT unnest($p))""", {"p": run.over})
+        if {f[:2] for f in files if f[2] == "own"} != {f[:2] for f in files if f[2] == "had"}:
             return False
+        pkgs = sorted({f[3] for f in files if f[1] in er.PACKAGE_IS_DIRECTORY})
         _mapping(run, base)
-        _affected(run, base)
+        _affected(run, base, pkgs)
         _resolve(run, base)
         run("import targets", "INSERT INTO main.import_targets SELECT * FROM _imports")
         run("layout", "INSERT INTO main.meta VALUES (?, ?)", [IMPORT_TARGETS_LAYOUT, LAYOUT_CHANGED_PATHS])
         return True
     finally:
         run.close()
-        for name in (*TEMP_TABLES, *er.STEP_TABLES):
+        for name in er.STEP_TABLES:
             try:
                 con.execute(f"DROP TABLE IF EXISTS {name}")
             except duckdb.Error:
                 pass
 
 
-def _by_key(run: _Runner, base: str, out: str, keys: list[str]) -> None:
-    """``out``: the base's files (not changed) under the file keys ``keys``."""
-    like = f"SELECT path, language FROM {base}.file_keys"
-    if not keys:
-        run.empty(out, like)
-        return
-    run(f"{out}: by key", f"""CREATE OR REPLACE TEMP TABLE {out} AS SELECT DISTINCT path, language
-        FROM {base}.file_keys WHERE key IN (SELECT unnest($keys)) AND path NOT IN (SELECT path FROM _d_over)""",
-        {"keys": sorted(set(keys))})
+NO_FILES = "SELECT NULL::VARCHAR AS path, NULL::VARCHAR AS language WHERE false"
+
+
+def _by_key(base: str, keys: str, given: list[str]) -> str:
+    """The base's files (not changed) under the file keys of the list parameter ``keys``
+    (``given``: its value; none, no lookup — DuckDB scans a vector of rows for an empty one)."""
+    if not given:
+        return NO_FILES
+    return (f"SELECT path, language FROM (SELECT path, language FROM {base}.file_keys WHERE key IN "
+            f"(SELECT unnest(${keys}))) WHERE path NOT IN (SELECT path FROM _d_over)")
 
 
 def _mapping(run: _Runner, base: str) -> None:
@@ -190,136 +198,114 @@ def _mapping(run: _Runner, base: str) -> None:
     if imports:
         stems, dirs = er.import_keys(imports)
         keys = [f"stem:{s}" for s in stems] + [f"dirname:{d}" for d in dirs]
-        _by_key(run, base, "_d_named_files", keys)
         rows = run.fetch("files imports could name", f"""
             SELECT path, language FROM main.files WHERE language IS NOT NULL
               AND ({STEM_KEY.format(p='path')} IN (SELECT unnest($keys))
                    OR {DIRNAME_KEY.format(p='path')} IN (SELECT unnest($keys)))
-            UNION SELECT path, language FROM _d_named_files ORDER BY path""", {"keys": keys})
-        run.con.execute("DROP TABLE _d_named_files")
+            UNION {_by_key(base, 'keys', keys)} ORDER BY path""", {"keys": keys})
+    run.temps.append("_imports")
     er.register_imports(run.con, er.map_imports(er.FileIndex(rows), imports))
 
 
-def _package_keys(run: _Runner, files: str) -> list[str]:
-    """The package keys (Go, Java: directory and language) of the files ``files`` lists."""
-    return [r[0] for r in run.fetch(f"packages of {files}", f"SELECT DISTINCT {PKG_KEY.format(p='path', l='language')} "
-                                    f"FROM ({files}) WHERE language IN {PACKAGE_LANGS}")]
-
-
-def _stats(run: _Runner, base: str, names: str, out: str) -> None:
-    """``out``: for each (family, name, edge kind) of the names in table ``names``, the
-    repository level before (the base's key: ``n0``, ``h0`` when unique) and after the
-    change (``n1``; ``h1``/``p1`` the one symbol when ``n1`` is 1): the base's count minus
-    the changed paths' base rows plus their new rows, with the one remaining base symbol
-    looked up by name where the others went with the change."""
-    run(f"{out}: fits", f"""CREATE OR REPLACE TEMP TABLE _d_fit AS
-        SELECT {FAMILY_SQL.format(l='s.language')} AS fam, s.name, k.ek, s.side, s.handle, s.path
-        FROM (SELECT language, name, kind, handle, path, -1 AS side FROM _d_removed
-              UNION ALL SELECT language, name, kind, handle, path, 1 FROM main.symbols) s, {EDGE_KINDS}
-        WHERE s.name IN (SELECT name FROM {names}) AND {_fits()}""")
-    run(f"{out}: base keys", f"""CREATE OR REPLACE TEMP TABLE _d_keys AS SELECT * FROM {base}.name_stats
-        WHERE name IN (SELECT name FROM {names})""")
-    run(f"{out}: keys", f"""CREATE OR REPLACE TEMP TABLE {out} AS
-        WITH d AS (SELECT fam, name, ek, count(*) FILTER (WHERE side = 1) AS added,
+def _stats(run: _Runner, base: str) -> None:
+    """``_d_stats``: for each (family, name, edge kind) of the names the delta's affected
+    edges can use (``_d_names``: the changed symbols' before and after, and the names the
+    changed paths' edges use — an unchanged file's affected edge is named like a changed
+    symbol), the repository level before (the base's key: ``n0``, ``h0`` when unique) and
+    after the change (``n1``; ``h1``/``p1`` the one symbol when ``n1`` is 1): the base's
+    count minus the changed paths' base rows plus their new rows, with the one remaining
+    base symbol looked up by name where the others went with the change."""
+    run.table("keys", "_d_stats", f"""
+        WITH f AS (SELECT {FAMILY_SQL.format(l='s.language')} AS fam, s.name, k.ek, s.side, s.handle, s.path
+          FROM (SELECT language, name, kind, handle, path, -1 AS side FROM _d_removed
+                UNION ALL SELECT language, name, kind, handle, path, 1 FROM main.symbols) s, {EDGE_KINDS}
+          WHERE {_fits()}),
+        d AS (SELECT fam, name, ek, count(*) FILTER (WHERE side = 1) AS added,
                      count(*) FILTER (WHERE side = -1) AS removed,
                      min(handle) FILTER (WHERE side = 1) AS ah, min(path) FILTER (WHERE side = 1) AS ap
-              FROM _d_fit GROUP BY ALL)
+              FROM f GROUP BY ALL),
+        b AS (SELECT * FROM {base}.name_stats WHERE name IN (SELECT name FROM _d_names))
         SELECT coalesce(b.fam, d.fam) AS fam, coalesce(b.name, d.name) AS name, coalesce(b.ek, d.ek) AS ek,
                coalesce(b.n, 0) AS n0, CASE WHEN b.n = 1 THEN b.handle END AS h0,
                coalesce(b.n, 0) - coalesce(d.removed, 0) + coalesce(d.added, 0) AS n1,
                coalesce(d.added, 0) AS added, coalesce(d.removed, 0) AS removed,
                CASE WHEN coalesce(d.added, 0) = 1 THEN d.ah WHEN coalesce(d.removed, 0) = 0 THEN b.handle END AS h1,
                CASE WHEN coalesce(d.added, 0) = 1 THEN d.ap WHEN coalesce(d.removed, 0) = 0 THEN b.path END AS p1
-        FROM _d_keys b FULL JOIN d ON b.fam = d.fam AND b.name = d.name AND b.ek = d.ek""")
-    run.con.execute("DROP TABLE _d_keys")
+        FROM b FULL JOIN d ON b.fam = d.fam AND b.name = d.name AND b.ek = d.ek""")
     # Unique after the change because the other base symbols of the name went with it: which
     # one is left is looked up by name (such a name has few symbols: the removed ones + 1).
-    left = [r[0] for r in run.fetch(f"{out}: names left to one", f"SELECT DISTINCT name FROM {out} "
+    left = [r[0] for r in run.fetch("names left to one", "SELECT DISTINCT name FROM _d_stats "
                                     "WHERE n1 = 1 AND added = 0 AND removed > 0")]
-    if not left:
-        return
-    run(f"{out}: their symbols", f"""CREATE OR REPLACE TEMP TABLE _d_rest_syms AS SELECT * FROM {base}.symbols
-        WHERE name IN (SELECT unnest($names))""", {"names": left})
-    run(f"{out}: the one left", f"""UPDATE {out} SET h1 = r.h, p1 = r.p FROM (
-          SELECT {FAMILY_SQL.format(l='s.language')} AS fam, s.name, k.ek, min(s.handle) AS h, min(s.path) AS p
-          FROM _d_rest_syms s, {EDGE_KINDS} WHERE s.path NOT IN (SELECT path FROM _d_over) AND {_fits()}
-          GROUP BY ALL) r
-        WHERE {out}.n1 = 1 AND {out}.added = 0 AND {out}.removed > 0
-          AND r.fam = {out}.fam AND r.name = {out}.name AND r.ek = {out}.ek""")
+    if left:
+        run("the one left", f"""UPDATE _d_stats SET h1 = r.h, p1 = r.p FROM (
+              SELECT {FAMILY_SQL.format(l='s.language')} AS fam, s.name, k.ek, min(s.handle) AS h, min(s.path) AS p
+              FROM (SELECT * FROM {base}.symbols WHERE name IN (SELECT unnest($names))) s, {EDGE_KINDS}
+              WHERE s.path NOT IN (SELECT path FROM _d_over) AND {_fits()} GROUP BY ALL) r
+            WHERE _d_stats.n1 = 1 AND _d_stats.added = 0 AND _d_stats.removed > 0
+              AND r.fam = _d_stats.fam AND r.name = _d_stats.name AND r.ek = _d_stats.ek""", {"names": left})
 
 
-def _affected(run: _Runner, base: str) -> None:
+def _affected(run: _Runner, base: str, pkgs: list[str]) -> None:
     """``_aff_edges``: the union's edges whose resolution can differ from the base's — the
     set graph/edge_resolution.py ``_affected`` finds for a delta that keeps its paths: the
     changed paths' edges; the import edges of files importing a changed path; and the edges
     named like a changed symbol (before or after) whose file imports a changed path, is in
-    its package (Go, Java: same directory and language — the package level reaches no
-    other) or whose name's uniqueness moved."""
-    run("changed paths' base symbols", f"""CREATE OR REPLACE TEMP TABLE _d_removed AS SELECT * FROM {base}.symbols
-        WHERE path IN (SELECT unnest($p))""", {"p": run.over})
-    run("changed names", """CREATE OR REPLACE TEMP TABLE _d_names AS
-        SELECT DISTINCT name FROM main.symbols UNION SELECT name FROM _d_removed""")
-    _stats(run, base, "_d_names", "_d_stats")
-    run("moved names", """CREATE OR REPLACE TEMP TABLE _d_moved AS SELECT DISTINCT name FROM _d_stats
-        WHERE h0 IS DISTINCT FROM (CASE WHEN n1 = 1 THEN h1 END)""")
-    run("importers", f"""CREATE OR REPLACE TEMP TABLE _d_importers AS SELECT DISTINCT path
-        FROM {base}.import_targets WHERE target_path IN (SELECT unnest($p))
-          AND path NOT IN (SELECT path FROM _d_over)""", {"p": run.over})
-    run("paths naming a moved name", f"""CREATE OR REPLACE TEMP TABLE _d_moved_paths AS SELECT DISTINCT path
-        FROM {base}.edge_names WHERE name IN (SELECT name FROM _d_moved) AND path NOT IN (SELECT path FROM _d_over)""")
-    run("changed files", f"""CREATE OR REPLACE TEMP TABLE _d_changed AS SELECT path, language FROM main.files
-        UNION ALL SELECT path, language FROM {base}.files WHERE path IN (SELECT unnest($p))""", {"p": run.over})
-    pkgs = _package_keys(run, "SELECT * FROM _d_changed")
-    _by_key(run, base, "_d_dir_paths", pkgs)
-    near = run.fetch("near files", """SELECT path FROM _d_importers UNION SELECT path FROM _d_moved_paths
-        UNION SELECT path FROM _d_dir_paths""")
-    if near:
-        run("near edges", f"""CREATE OR REPLACE TEMP TABLE _d_near_edges AS SELECT * FROM {base}.edges
-            WHERE path IN (SELECT unnest($p))""", {"p": [r[0] for r in near]})
-    else:
-        run.empty("_d_near_edges", f"SELECT * FROM {base}.edges")
-    run("affected edges", f"""CREATE OR REPLACE TEMP TABLE _aff_edges AS
-        SELECT path, source_handle, kind, target, line, blob_id FROM main.edges
-          WHERE kind IN {er.kinds_sql(er.RESOLVED_KINDS)}
-        UNION ALL
+    its package (Go, Java: same directory and language — ``pkgs``; the package level reaches
+    no other language) or whose name's uniqueness moved."""
+    run.table("changed paths' base symbols", "_d_removed", f"SELECT * FROM {base}.symbols "
+              "WHERE path IN (SELECT unnest($p))", {"p": run.over})
+    run.table("names", "_d_names", f"""SELECT name, bool_or(changed) AS changed FROM (
+          SELECT name, true AS changed FROM main.symbols UNION ALL SELECT name, true FROM _d_removed
+          UNION ALL SELECT {EDGE_NAME_SQL.format(t='target')}, false FROM main.edges
+            WHERE kind IN {er.kinds_sql(NAMED_KINDS)}) GROUP BY name""")
+    _stats(run, base)
+    run.table("moved names", "_d_moved", """SELECT DISTINCT s.name FROM _d_stats s SEMI JOIN _d_names n
+        ON n.name = s.name AND n.changed WHERE s.h0 IS DISTINCT FROM (CASE WHEN s.n1 = 1 THEN s.h1 END)""")
+    moved = [r[0] for r in run.fetch("moved names", "SELECT name FROM _d_moved")]
+    naming = (f"SELECT path, 'moved' FROM (SELECT path FROM {base}.edge_names WHERE name IN "
+              "(SELECT unnest($moved))) WHERE path NOT IN (SELECT path FROM _d_over)") if moved else NO_FILES
+    near = run.fetch("near files", f"""
+        SELECT path, 'import' AS why FROM (SELECT path FROM {base}.import_targets
+          WHERE target_path IN (SELECT unnest($p))) WHERE path NOT IN (SELECT path FROM _d_over)
+        UNION {naming}
+        UNION SELECT path, 'package' FROM ({_by_key(base, 'pkgs', pkgs)})""",
+                     {"p": run.over, **({"pkgs": pkgs} if pkgs else {}), **({"moved": moved} if moved else {})})
+    run.table("near files", "_d_near", "SELECT unnest($p) AS path, unnest($w) AS why",
+              {"p": [r[0] for r in near], "w": [r[1] for r in near]})
+    near_edges = (f"""UNION ALL
         SELECT path, source_handle, kind, target, line, blob_id FROM (
           SELECT *, CASE WHEN kind <> 'imports' THEN {EDGE_NAME_SQL.format(t='target')} END AS name
-          FROM _d_near_edges WHERE kind IN {er.kinds_sql(er.RESOLVED_KINDS)}) e
-          WHERE (e.kind = 'imports' AND e.path IN (SELECT path FROM _d_importers))
-             OR (e.kind <> 'imports' AND e.name IN (SELECT name FROM _d_names)
-                 AND (e.path IN (SELECT path FROM _d_importers) OR e.name IN (SELECT name FROM _d_moved)
-                      OR e.path IN (SELECT path FROM _d_dir_paths)))""")
+          FROM (SELECT * FROM {base}.edges WHERE path IN (SELECT unnest($near)))
+          WHERE kind IN {er.kinds_sql(er.RESOLVED_KINDS)}) e
+        WHERE (e.kind = 'imports' AND e.path IN (SELECT path FROM _d_near WHERE why = 'import'))
+           OR (e.kind <> 'imports' AND e.name IN (SELECT name FROM _d_names WHERE changed)
+               AND (e.path IN (SELECT path FROM _d_near WHERE why <> 'moved')
+                    OR e.name IN (SELECT name FROM _d_moved)))""" if near else "")
+    run.table("affected edges", "_aff_edges", f"""
+        SELECT path, source_handle, kind, target, line, blob_id FROM main.edges
+          WHERE kind IN {er.kinds_sql(er.RESOLVED_KINDS)} {near_edges}""",
+              {"near": sorted({r[0] for r in near})} if near else None)
 
 
 def _resolve(run: _Runner, base: str) -> None:
     """The resolution steps over ``_aff_edges``, reading the symbols of the files those
     edges' levels can reach (their own, the files they import, their package's for Go and
     Java) and the repository level from the keys (``_stats``)."""
-    paths = [r[0] for r in run.fetch("edge paths", "SELECT DISTINCT path FROM _aff_edges WHERE path NOT IN "
-                                     "(SELECT path FROM _d_over) ORDER BY path")]
-    for table, sql in (("_d_files", f"SELECT path, language FROM {base}.files"),
-                       ("_d_imp", f"SELECT path, target, target_path, item FROM {base}.import_targets")):
-        if paths:
-            run(table, f"CREATE OR REPLACE TEMP TABLE {table} AS {sql} WHERE path IN (SELECT unnest($p))",
-                {"p": paths})
-        else:
-            run.empty(table, sql)
-    run("union files", "INSERT INTO _d_files SELECT path, language FROM main.files")
-    run("union imports", "INSERT INTO _d_imp SELECT * FROM _imports")
-    _by_key(run, base, "_d_pkg_paths", _package_keys(run, "SELECT * FROM _d_files"))
-    reach = [r[0] for r in run.fetch("reachable paths", """SELECT path FROM _d_files UNION SELECT target_path
-        FROM _d_imp UNION SELECT path FROM _d_pkg_paths EXCEPT SELECT path FROM _d_over ORDER BY 1""")]
-    if reach:
-        run("reachable symbols", f"""CREATE OR REPLACE TEMP TABLE _d_sym AS SELECT * FROM {base}.symbols
-            WHERE path IN (SELECT unnest($p))""", {"p": reach})
-    else:
-        run.empty("_d_sym", f"SELECT * FROM {base}.symbols")
-    run("union symbols", "INSERT INTO _d_sym SELECT * FROM main.symbols")
-    run("edge names", f"""CREATE OR REPLACE TEMP TABLE _d_edge_names AS SELECT DISTINCT
-        {EDGE_NAME_SQL.format(t='target')} AS name FROM _aff_edges WHERE kind <> 'imports'""")
-    _stats(run, base, "_d_edge_names", "_d_uniq")
+    run.table("edge files", "_d_files", f"""SELECT path, language FROM main.files UNION ALL
+        SELECT path, language FROM (SELECT path, language FROM {base}.files
+          WHERE path IN (SELECT DISTINCT path FROM _aff_edges)) WHERE path NOT IN (SELECT path FROM _d_over)""")
+    run.table("their imports", "_d_imp", f"""SELECT * FROM _imports UNION ALL
+        SELECT * FROM (SELECT path, target, target_path, item FROM {base}.import_targets
+          WHERE path IN (SELECT DISTINCT path FROM _aff_edges)) WHERE path NOT IN (SELECT path FROM _d_over)""")
+    pkgs = [r[0] for r in run.fetch("edge packages", f"SELECT DISTINCT {PKG_KEY.format(p='path', l='language')} "
+                                    f"FROM _d_files WHERE language IN {PACKAGE_LANGS}")]
+    run.table("reachable symbols", "_d_sym", f"""SELECT * FROM main.symbols UNION ALL
+        SELECT * FROM (SELECT * FROM {base}.symbols WHERE path IN (
+            SELECT path FROM _d_files UNION SELECT target_path FROM _d_imp
+            UNION SELECT path FROM ({_by_key(base, 'pkgs', pkgs)}))) WHERE path NOT IN (SELECT path FROM _d_over)""",
+              {"pkgs": pkgs} if pkgs else None)
     for name, sql in er.resolution_steps("_d_sym", "_aff_edges", "_d_files", "_d_imp"):
         if name == "_r_uniq":  # the repository level from the keys, not from the rows read
-            sql = "SELECT fam, name, ek, n1 AS n, h1 AS h, p1 AS p FROM _d_uniq WHERE n1 > 0"
+            sql = "SELECT fam, name, ek, n1 AS n, h1 AS h, p1 AS p FROM _d_stats WHERE n1 > 0"
         run(name, f"CREATE OR REPLACE TEMP TABLE {name} AS {sql}")
     run("resolved edges", "INSERT INTO main.resolved_edges " + er.FINAL_SQL)

@@ -6,9 +6,11 @@ Why derived data: an edge's resolution depends on other files (an imported modul
 name defined once in the repository), so it cannot be cached per blob like the edge rows
 are. It is computed per snapshot, by SQL, from the snapshot's own (for a delta: the union)
 symbol, edge and file rows, after they are written and before the snapshot is published.
-A delta snapshot stores the resolution of the whole union (not layered over its base's):
-it is a pure function of the union rows, so an incremental snapshot's resolution is
-identical to a clean build's by construction (tests/test_incremental.py compares it).
+A delta stores the rows of the edges whose resolution can differ from its base's, laid
+over the base's by readers; they are a pure function of the union rows, so an incremental
+snapshot's resolution is identical to a clean build's (tests/test_incremental.py compares
+it). This module computes them over the whole union; graph/delta_resolution.py computes
+them in O(change) for a delta that keeps its base's paths, and calls this otherwise.
 Measured cost: bench/RESULTS.md "Edge resolution".
 
 Rules, first level with a candidate decides (docs/graph.md):

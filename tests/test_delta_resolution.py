@@ -1,6 +1,6 @@
 """A delta's edge resolution in O(change) (graph/delta_resolution.py) equals a clean
-build's, in every language's scoping: Python and TypeScript imports, Go and Java packages
-(same directory), names unique in the repository or not, a definition moving between
+build's, in every language's scoping: Python and TypeScript imports, Rust imports of an
+item, Go and Java packages (same directory), names unique in the repository or not, a definition moving between
 files. Each delta here keeps its paths, so the O(change) path must be the one that ran
 (its statements seen through the injected hook), and what readers see must equal a clean
 build of the same state.
@@ -48,9 +48,15 @@ POOLS = {
         "export function g(): number {\n  return 1;\n}\n",
         "import { g } from './n';\n\nexport class C {\n  run(): number { return g() + f(); }\n}\n",
     ),
+    # Rust imports name an item inside the file: the import edge resolves to it.
+    ".rs": (
+        "mod util;\nuse crate::util::helper;\n\nfn main() {\n    helper();\n}\n",
+        "pub fn helper() -> i32 {\n    1\n}\n",
+        "pub fn other() -> i32 {\n    2\n}\n",
+    ),
 }
 PATHS = ("app/a.py", "app/b.py", "lib/c.py", "svc/x.go", "svc/y.go", "other/z.go", "com/acme/P.java",
-         "com/acme/Q.java", "web/m.ts", "web/n.ts")
+         "com/acme/Q.java", "web/m.ts", "web/n.ts", "rs/src/main.rs", "rs/src/util.rs")
 
 
 def pool(path: str) -> tuple[str, ...]:
@@ -70,9 +76,12 @@ step = st.tuples(st.integers(0, len(PATHS) - 1), st.integers(0, 5), st.integers(
 @settings(max_examples=8, deadline=None)
 # A definition moving between files of a Go package, then a name left unique when its
 # other definition goes (the key's "one left" lookup).
-@example(initial=[0, 1, 2, 0, 1, 4, 0, 1, 0, 1],
+@example(initial=[0, 1, 2, 0, 1, 4, 0, 1, 0, 1, 0, 1],
          steps=[(3, 1, 4, 1, True, True), (4, 0, 3, 3, False, True)])
-@example(initial=[4, 4, 3, 1, 3, 4, 3, 1, 2, 3],
+# The item a Rust import names goes from its file, and comes back.
+@example(initial=[0, 1, 2, 0, 1, 4, 0, 1, 0, 1, 0, 1],
+         steps=[(11, 2, 0, 0, False, True), (11, 1, 0, 0, False, False)])
+@example(initial=[4, 4, 3, 1, 3, 4, 3, 1, 2, 3, 0, 2],
          steps=[(0, 0, 1, 0, True, True), (2, 4, 2, 4, False, True), (8, 1, 9, 0, True, False)])
 @given(initial=st.lists(st.integers(0, 5), min_size=len(PATHS), max_size=len(PATHS)),
        steps=st.lists(step, min_size=1, max_size=4))
