@@ -119,7 +119,6 @@ CREATE INDEX symbols_handle ON symbols(handle);
 CREATE INDEX symbols_fragment ON symbols(fragment_hash);
 CREATE INDEX symbols_path ON symbols(path);
 CREATE INDEX damage_path ON damage(path);
-CREATE INDEX symbols_name ON symbols(name);
 CREATE INDEX edges_path ON edges(path);
 """
 # ``resolved_edges`` and ``import_targets`` (the files each import names) are derived per
