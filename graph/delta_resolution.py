@@ -43,10 +43,7 @@ StatementHook = Callable[[str, dict], None]
 FAMILY_SQL = ("coalesce(CASE {l} WHEN 'typescript' THEN 'js' WHEN 'tsx' THEN 'js' WHEN 'javascript' "
               "THEN 'js' END, {l})")
 EDGE_NAME_SQL = "regexp_extract({t}, '([^.:]+)$', 1)"
-# The file keys (graph/schema.py FILE_KEYS), by the expressions edge_resolution.py's
-# whole-union computation uses.
-STEM_KEY = "'stem:' || split_part(ltrim(parse_filename({p}), '.'), '.', 1)"
-DIRNAME_KEY = "'dirname:' || parse_filename(parse_dirpath({p}))"
+# A file's package key (Go, Java), as graph/edge_resolution.py ``file_keys_sql`` writes it.
 PKG_KEY = "'pkg:' || parse_dirpath({p}) || '/' || {l}"
 NAMED_KINDS = er.RESOLVED_KINDS[:3]  # the kinds resolved by a name (imports are by path)
 KEY_INDEXES = """
@@ -74,11 +71,7 @@ def write_keys(con: duckdb.DuckDBPyConnection) -> None:
         FROM main.symbols s, {EDGE_KINDS} WHERE {_fits()} GROUP BY ALL ORDER BY 2, 1, 3""")
     con.execute(f"""INSERT INTO main.edge_names SELECT DISTINCT {EDGE_NAME_SQL.format(t='target')} AS name, path
         FROM main.edges WHERE kind IN {er.kinds_sql(NAMED_KINDS)} ORDER BY ALL""")
-    con.execute(f"""INSERT INTO main.file_keys SELECT * FROM (
-          SELECT {STEM_KEY.format(p='path')} AS key, path, language FROM main.files WHERE language IS NOT NULL
-          UNION ALL SELECT {DIRNAME_KEY.format(p='path')}, path, language FROM main.files WHERE language IS NOT NULL
-          UNION ALL SELECT {PKG_KEY.format(p='path', l='language')}, path, language FROM main.files
-            WHERE language IN {PACKAGE_LANGS}) ORDER BY ALL""")
+    con.execute(f"INSERT INTO main.file_keys SELECT * FROM ({er.file_keys_sql('main.files')}) ORDER BY ALL")
     con.execute(KEY_INDEXES)
 
 
@@ -190,18 +183,15 @@ def _by_key(base: str, keys: str, given: list[str]) -> str:
 
 def _mapping(run: _Runner, base: str) -> None:
     """``_imports``: the changed paths' import mapping, against the union's files those
-    imports could name (the subset graph/edge_resolution.py ``_changed_mapping`` reads,
+    imports could name (graph/edge_resolution.py ``lookup_keys``,
     looked up by key in the base and read from the delta's own few files)."""
     imports = run.fetch("own imports", "SELECT DISTINCT e.path, f.language, e.target FROM main.edges e "
                         "JOIN main.files f ON f.path = e.path WHERE e.kind = 'imports' ORDER BY ALL")
     rows: list[tuple] = []
     if imports:
-        stems, dirs = er.import_keys(imports)
-        keys = [f"stem:{s}" for s in stems] + [f"dirname:{d}" for d in dirs]
+        keys = er.lookup_keys(imports)
         rows = run.fetch("files imports could name", f"""
-            SELECT path, language FROM main.files WHERE language IS NOT NULL
-              AND ({STEM_KEY.format(p='path')} IN (SELECT unnest($keys))
-                   OR {DIRNAME_KEY.format(p='path')} IN (SELECT unnest($keys)))
+            SELECT DISTINCT path, language FROM ({er.file_keys_sql('main.files')}) WHERE key IN (SELECT unnest($keys))
             UNION {_by_key(base, 'keys', keys)} ORDER BY path""", {"keys": keys})
     run.temps.append("_imports")
     er.register_imports(run.con, er.map_imports(er.FileIndex(rows), imports))

@@ -123,6 +123,7 @@ UNION_SOURCE_FILES = "SELECT path, language FROM _u_files WHERE language IS NOT 
 # directory's ``index``, Rust's ``mod``/``lib``/``main`` and a crate's ``src.rs``).
 IMPLIED_STEMS = ("__init__", "index", "mod", "lib", "main")
 _TOKEN = re.compile(r"[^./:]+")
+_SEGMENT = re.compile(r"[^/:]+")
 
 
 def _mapping(con: duckdb.DuckDBPyConnection, only: str | None, files_sql: str = UNION_SOURCE_FILES) -> Mapping:
@@ -144,33 +145,63 @@ def map_imports(index: FileIndex, imports: list[tuple[str, str, str]]) -> Mappin
     return cols
 
 
+# The keys a source file can be looked up by when a delta maps its changed paths' imports
+# (graph/delta_resolution.py stores them in a full snapshot's ``file_keys``): ``stem:`` its
+# file-name stem; ``dirname:`` its directory's name; ``implied:`` its directory's name when
+# its stem is implied (IMPLIED_STEMS: a package's ``__init__``, a directory's ``index``, a
+# Rust ``mod``/``lib``/``main``); ``crate:`` a Rust crate's name for its ``src/lib.rs``;
+# ``pkg:`` its directory and language (Go, Java: the package level). Paths split on "/"
+# only, as FileIndex does.
+_STEM = "split_part(ltrim(parse_filename(path, false, 'forward_slash'), '.'), '.', 1)"
+_DIRNAME = "parse_filename(parse_dirpath(path, 'forward_slash'), false, 'forward_slash')"
+FILE_KEYS_SQL = f"""SELECT * FROM (
+  SELECT 'stem:' || {_STEM} AS key, path, language FROM {{files}}
+  UNION ALL SELECT 'dirname:' || {_DIRNAME}, path, language FROM {{files}}
+  UNION ALL SELECT 'implied:' || {_DIRNAME}, path, language FROM {{files}} WHERE {_STEM} IN {{implied}}
+  UNION ALL SELECT 'crate:' || replace(parse_filename(parse_dirpath(parse_dirpath(path, 'forward_slash'),
+      'forward_slash'), false, 'forward_slash'), '-', '_'), path, language FROM {{files}}
+    WHERE language = 'rust' AND path LIKE '%/src/lib.rs'
+  UNION ALL SELECT 'pkg:' || parse_dirpath(path) || '/' || language, path, language FROM {{files}}
+    WHERE language IN {{pkg_langs}}
+) WHERE language IS NOT NULL"""
+
+
+def file_keys_sql(files: str) -> str:
+    """The (key, path, language) rows of the source files in table ``files``."""
+    return FILE_KEYS_SQL.format(files=files, implied=kinds_sql(IMPLIED_STEMS), pkg_langs=kinds_sql(PACKAGE_IS_DIRECTORY))
+
+
+def lookup_keys(imports: list[tuple[str, str, str]]) -> list[str]:
+    """The file keys (``file_keys_sql``) under which every file the ``(path, language,
+    target)`` imports can name lies — so an index of only those files maps them exactly as
+    one of every file (tests/test_edge_resolution.py holds it).
+
+    Every lookup ``import_files`` makes is a path whose stem is a token of a target or of
+    the importing path; or a file with an implied stem in a directory named so (a target
+    names the directory; relative imports and ``self``/``super`` climb the importer's own
+    directories; a Rust crate root is a ``src`` directory, the root directory has no name);
+    or a file of a directory named like a target token (packages); or a crate's
+    ``lib.rs`` named by a target token."""
+    # tokens, and whole path segments: a directory may be named with a dot (``yaml.v3``)
+    targets = {t for _p, _l, target in imports for t in (*_TOKEN.findall(target), *_SEGMENT.findall(target))}
+    here = {t for path, _l, _t in imports for t in (*_TOKEN.findall(path), *_SEGMENT.findall(path))}
+    if any(lang == "rust" for _p, lang, _t in imports):
+        targets.add("src")
+    names = targets | here
+    return sorted({*(f"stem:{t}" for t in names), *(f"dirname:{t}" for t in targets), "implied:",
+                   *(f"implied:{t}" for t in names), *(f"crate:{t}" for t in targets)})
+
+
 def _changed_mapping(con: duckdb.DuckDBPyConnection) -> Mapping:
     """The import mapping of the changed paths' import edges, against an index of only the
-    union's files those imports could name — not every path of the repository.
-
-    Every lookup ``import_files`` makes is a path whose file-name stem is a token of the
-    import's target, of the importing path, or implied (``IMPLIED_STEMS``), or a file of a
-    directory named like a token of the target (packages: Go, Java, namespace packages).
-    Every file a lookup can return, and every directory it counts, is in that subset, so
-    the mapping equals the one over all paths (tests/test_incremental.py compares them)."""
+    union's files those imports could name (``lookup_keys``) — not every path."""
     imports = con.execute("SELECT DISTINCT e.path, f.language, e.target FROM main.edges e JOIN main.files f "
                           "ON f.path = e.path WHERE e.kind = 'imports' ORDER BY ALL").fetchall()
     if not imports:
         return map_imports(FileIndex(()), [])
-    stems, targets = import_keys(imports)
-    rows = con.execute(UNION_SOURCE_FILES + " AND (split_part(ltrim(parse_filename(path), '.'), '.', 1) "
-                       "IN (SELECT unnest($stems)) OR parse_filename(parse_dirpath(path)) IN "
-                       "(SELECT unnest($dirs))) ORDER BY path", {"stems": stems, "dirs": targets}).fetchall()
+    rows = con.execute(f"SELECT DISTINCT path, language FROM ({file_keys_sql('_u_files')}) "
+                       "WHERE key IN (SELECT unnest($keys)) ORDER BY path", {"keys": lookup_keys(imports)}).fetchall()
     return map_imports(FileIndex(rows), imports)
-
-
-def import_keys(imports: list[tuple[str, str, str]]) -> tuple[list[str], list[str]]:
-    """The file-name stems and the directory names the ``(path, language, target)`` imports
-    can name a file by (``_changed_mapping``): every token of a target or of the importing
-    path and the implied stems; directories named like a token of a target."""
-    targets = sorted({t for _p, _l, target in imports for t in _TOKEN.findall(target)})
-    stems = sorted({*targets, *IMPLIED_STEMS, *(t for path, _l, _t in imports for t in _TOKEN.findall(path))})
-    return stems, targets
 
 
 def _delta_mapping(con: duckdb.DuckDBPyConnection, base: str) -> bool:

@@ -94,9 +94,9 @@ IMPORT_TARGETS = Table("import_targets", (
 # (graph/delta_resolution.py; empty in a delta): per (language family, name, edge kind) how
 # many symbols fit and, when one does, which (the repository level of resolution); the
 # paths whose edges name a symbol so (calls, references, inherits); and each source file
-# under the keys import mapping and the package level look it up by — ``stem:`` its
-# file-name stem, ``dirname:`` the name of its directory, ``pkg:`` its directory and
-# language (Go, Java) — one indexed column, so each lookup is one index scan.
+# under the keys import mapping and the package level look it up by (``stem:``,
+# ``dirname:``, ``implied:``, ``crate:``, ``pkg:``: graph/edge_resolution.py
+# ``file_keys_sql``) — one indexed column, so each lookup is one index scan.
 NAME_STATS = Table("name_stats", (
     _c("fam", "VARCHAR", False), _c("name", "VARCHAR", False), _c("ek", "VARCHAR", False), _c("n", "BIGINT", False),
     _c("handle", "VARCHAR", False), _c("path", "VARCHAR", False)))
