@@ -33,7 +33,11 @@ from collections.abc import Callable
 import duckdb
 
 from citegraph.graph import edge_resolution as er
-from citegraph.graph.schema import IMPORT_TARGETS_LAYOUT, LAYOUT_CHANGED_PATHS
+from citegraph.graph.schema import (
+    IMPORT_TARGETS_LAYOUT,
+    LAYOUT_CHANGED_PATHS,
+    RESOLUTION_KEY_INDEXES,
+)
 from citegraph.graph.snapshot_writer import sql_str
 
 # What a test may inject (graph/build_hooks.py ``BuildHooks.statement``): called after each
@@ -46,13 +50,6 @@ EDGE_NAME_SQL = "regexp_extract({t}, '([^.:]+)$', 1)"
 # A file's package key (Go, Java), as graph/edge_resolution.py ``file_keys_sql`` writes it.
 PKG_KEY = "'pkg:' || parse_dirpath({p}) || '/' || {l}"
 NAMED_KINDS = er.RESOLVED_KINDS[:3]  # the kinds resolved by a name (imports are by path)
-KEY_INDEXES = """
-CREATE INDEX import_targets_path ON import_targets(path);
-CREATE INDEX import_targets_target ON import_targets(target_path);
-CREATE INDEX name_stats_name ON name_stats(name);
-CREATE INDEX edge_names_name ON edge_names(name);
-CREATE INDEX file_keys_key ON file_keys(key);
-"""
 EDGE_KINDS = "(VALUES ('references'), ('calls'), ('inherits')) k(ek)"
 PACKAGE_LANGS = er.kinds_sql(er.PACKAGE_IS_DIRECTORY)
 
@@ -72,7 +69,7 @@ def write_keys(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(f"""INSERT INTO main.edge_names SELECT DISTINCT {EDGE_NAME_SQL.format(t='target')} AS name, path
         FROM main.edges WHERE kind IN {er.kinds_sql(NAMED_KINDS)} ORDER BY ALL""")
     con.execute(f"INSERT INTO main.file_keys SELECT * FROM ({er.file_keys_sql('main.files')}) ORDER BY ALL")
-    con.execute(KEY_INDEXES)
+    con.execute(RESOLUTION_KEY_INDEXES)
 
 
 class _Runner:

@@ -121,6 +121,14 @@ CREATE INDEX symbols_path ON symbols(path);
 CREATE INDEX damage_path ON damage(path);
 CREATE INDEX edges_path ON edges(path);
 """
+# A full snapshot's derived tables, indexed where a delta looks them up (graph/delta_resolution.py).
+RESOLUTION_KEY_INDEXES = """
+CREATE INDEX import_targets_path ON import_targets(path);
+CREATE INDEX import_targets_target ON import_targets(target_path);
+CREATE INDEX name_stats_name ON name_stats(name);
+CREATE INDEX edge_names_name ON edge_names(name);
+CREATE INDEX file_keys_key ON file_keys(key);
+"""
 # ``resolved_edges`` and ``import_targets`` (the files each import names) are derived per
 # snapshot from the (union) rows (graph/edge_resolution.py): a delta holds the resolved
 # rows of the edges it recomputed, which readers lay over its base's rows, and either the
