@@ -44,11 +44,9 @@ from citegraph.graph.snapshot_writer import sql_str
 # statement of a delta's resolution with a label and DuckDB's profile of it (rows scanned).
 StatementHook = Callable[[str, dict], None]
 
-FAMILY_SQL = ("coalesce(CASE {l} WHEN 'typescript' THEN 'js' WHEN 'tsx' THEN 'js' WHEN 'javascript' "
-              "THEN 'js' END, {l})")
+FAMILY_SQL = er.FAMILY_SQL
 EDGE_NAME_SQL = "regexp_extract({t}, '([^.:]+)$', 1)"
-# A file's package key (Go, Java), as graph/edge_resolution.py ``file_keys_sql`` writes it.
-PKG_KEY = "'pkg:' || parse_dirpath({p}) || '/' || {l}"
+PKG_KEY = er.PKG_KEY_SQL
 NAMED_KINDS = er.RESOLVED_KINDS[:3]  # the kinds resolved by a name (imports are by path)
 EDGE_KINDS = "(VALUES ('references'), ('calls'), ('inherits')) k(ek)"
 PACKAGE_LANGS = er.kinds_sql(er.PACKAGE_IS_DIRECTORY)

@@ -122,6 +122,11 @@ UNION_SOURCE_FILES = "SELECT path, language FROM _u_files WHERE language IS NOT 
 # File-name stems an import can name without spelling them (a package's ``__init__``, a
 # directory's ``index``, Rust's ``mod``/``lib``/``main`` and a crate's ``src.rs``).
 IMPLIED_STEMS = ("__init__", "index", "mod", "lib", "main")
+# A language's family: languages that see each other's symbols (FAMILY), as SQL over column {l}.
+FAMILY_SQL = ("coalesce(CASE {l} WHEN 'typescript' THEN 'js' WHEN 'tsx' THEN 'js' WHEN 'javascript' "
+              "THEN 'js' END, {l})")
+# A file's package key (Go, Java: the package level), as SQL over columns {p} (path), {l}.
+PKG_KEY_SQL = "'pkg:' || parse_dirpath({p}) || '/' || {l}"
 _TOKEN = re.compile(r"[^./:]+")
 _SEGMENT = re.compile(r"[^/:]+")
 
@@ -161,7 +166,7 @@ FILE_KEYS_SQL = f"""SELECT * FROM (
   UNION ALL SELECT 'crate:' || replace(parse_filename(parse_dirpath(parse_dirpath(path, 'forward_slash'),
       'forward_slash'), false, 'forward_slash'), '-', '_'), path, language FROM {{files}}
     WHERE language = 'rust' AND path LIKE '%/src/lib.rs'
-  UNION ALL SELECT 'pkg:' || parse_dirpath(path) || '/' || language, path, language FROM {{files}}
+  UNION ALL SELECT {PKG_KEY_SQL.format(p='path', l='language')}, path, language FROM {{files}}
     WHERE language IN {{pkg_langs}}
 ) WHERE language IS NOT NULL"""
 
@@ -257,8 +262,7 @@ def _affected(con: duckdb.DuckDBPyConnection, base: str) -> None:
     # The symbols named like a changed symbol, read once (the few columns uniqueness needs):
     # the base's rows, marked when their path changed, and the changed paths' new rows.
     # Before = the base's rows; after = the unchanged base rows and the new ones.
-    family = "coalesce(CASE language WHEN 'typescript' THEN 'js' WHEN 'tsx' THEN 'js' WHEN 'javascript' THEN 'js' " \
-             "END, language)"
+    family = FAMILY_SQL.format(l="language")
     con.execute(f"""CREATE OR REPLACE TEMP TABLE _aff_sym AS
         SELECT {family} AS fam, s.name, s.handle, s.kind, 'base' AS side,
                s.path IN (SELECT path FROM main.overrides) AS gone
@@ -481,7 +485,7 @@ def resolution_steps(symbols: str, edges: str, files: str, imports: str) -> list
     edges × imports first multiplies rows by the imports of each file: 5.7 s on ruff)."""
     fits = (f"(e.kind = 'references' OR (e.kind = 'calls' AND s.kind IN {kinds_sql(CALLABLE)}) "
             f"OR (e.kind = 'inherits' AND s.kind IN {kinds_sql(TYPES)}))")
-    family = "coalesce(CASE {l} WHEN 'typescript' THEN 'js' WHEN 'tsx' THEN 'js' WHEN 'javascript' THEN 'js' END, {l})"
+    family = FAMILY_SQL
     return [
         ("_r_e", f"""
 SELECT row_number() OVER () AS eid, e.path, e.source_handle, e.kind, e.target, e.line,
