@@ -335,6 +335,33 @@ def test_findings_equal_validating_everything_for_global_evidence(make_repo, hom
     assert rep.counts["untouched_citations"] == 2  # stay, keep
 
 
+def test_a_gone_span_is_affected_only_by_a_path_added_since_its_capture(make_repo, home):
+    """A span whose file is gone reads the files added since its capture. A change to a file
+    that existed at capture leaves it untouched (not validated); a change to a file added
+    since capture that now holds its bytes relocates it — as validating everything says."""
+    r = make_repo("gone-span")
+    r.write("docs/notes.txt", "alpha\nbeta\ngamma\n")
+    r.write("src/old.py", "def old():\n    return 1\n")
+    r.commit("c1")
+    index(r, home)
+    cite(home, r, "docs/notes.txt#L2-L3", topic="span")
+    r.rm("docs/notes.txt")
+    r.write("docs/new.txt", "intro\n")  # added since the capture
+    gone = r.commit("the span's file gone")
+    r.write("src/old.py", "def old():\n    return 2\n")  # existed at capture
+    edit_old = r.commit("edit a file that existed at capture")
+    rep = chk.run_check(home, base=gone, head=edit_old, repo_path=r.root)
+    assert rep.counts["affected_citations"] == 0 and rep.counts["untouched_citations"] == 1
+    assert not rep.findings and full_findings(home, r.root, gone, edit_old) == set()
+    r.write("docs/new.txt", "intro\nbeta\ngamma\n")  # a file added since capture gets the bytes
+    found = r.commit("the bytes in a file added since capture")
+    rep = chk.run_check(home, base=edit_old, head=found, repo_path=r.root)
+    got = {(f.memory["id"], f.citation.id, f.head.outcome, f.head.reason) for f in rep.findings}
+    assert got == full_findings(home, r.root, edit_old, found) != set()
+    assert [(f.memory["topic"], f.head.outcome, f.scope) for f in rep.findings] == [("span", "relocated",
+                                                                                      "added-files")]
+
+
 @pytest.mark.parametrize("step", ["edit", "rename", "config", "revert"])
 def test_findings_equal_validating_everything_on_more_changes(make_repo, home, step):
     r = make_repo(f"more-{step}")

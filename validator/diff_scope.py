@@ -79,15 +79,21 @@ class Touched:
     qnames: frozenset[tuple[str, str, str]]
     uncovered_names: frozenset[tuple[str, str]]  # (language, cited name) found in a changed non-indexed file
     gone_span_paths: frozenset[str]  # cited span paths that are in neither snapshot
+    # capture commits at which some changed path did not exist (or that cannot be read): a
+    # gone span's evidence is the files added since its capture, and only a changed path
+    # that is one of them (on either side) can move it (``new_since_capture``)
+    captures_before_change: frozenset[str]
     any_change: bool
     everything: ScopeReason | None  # every citation is affected
 
 
 def touched_keys(changes: list[PathChange], base: SideRows, head: SideRows, *,
                  uncovered_names: Iterable[tuple[str, str]] = (),
-                 gone_span_paths: Iterable[str] = ()) -> Touched:
-    """The keys of the diff (pure). ``uncovered_names`` and ``gone_span_paths`` are facts
-    found at the edge (``names_in_blobs``; the cited span paths absent from the head)."""
+                 gone_span_paths: Iterable[str] = (),
+                 captures_before_change: Iterable[str] = ()) -> Touched:
+    """The keys of the diff (pure). ``uncovered_names``, ``gone_span_paths`` and
+    ``captures_before_change`` are facts found at the edge (``names_in_blobs``; the cited
+    span paths absent from the head; ``new_since_capture``)."""
     everything = None
     if any(c.path == CONFIG_FILE for c in changes):
         everything = ScopeReason.CONFIGURATION_CHANGED
@@ -101,7 +107,7 @@ def touched_keys(changes: list[PathChange], base: SideRows, head: SideRows, *,
         fragments=frozenset(s[0] for s in rows), bodies=frozenset(s[1] for s in rows),
         qnames=frozenset((s[2], s[3], s[4]) for s in rows),
         uncovered_names=frozenset(uncovered_names), gone_span_paths=frozenset(gone_span_paths),
-        any_change=bool(changes), everything=everything)
+        captures_before_change=frozenset(captures_before_change), any_change=bool(changes), everything=everything)
 
 
 def uncovered_blobs(base: SideRows, head: SideRows) -> dict[str, set[str]]:
@@ -130,8 +136,12 @@ def scope_reason(r: Receipt, t: Touched) -> ScopeReason | None:
     if r.kind != "symbol":
         if r.blob_id in t.blobs:
             return ScopeReason.CONTENT_ELSEWHERE  # "a file anywhere has the cited content" changed
-        if r.kind == "span" and t.any_change and r.path in t.gone_span_paths:
-            return ScopeReason.ADDED_FILES  # its file is gone: any changed file may hold the bytes
+        if r.kind == "span" and r.path in t.gone_span_paths and r.commit in t.captures_before_change:
+            # Its file is gone: its evidence is the files added since its capture (their
+            # bytes, their number and size against the search bounds). Both sides hold the
+            # same such files but for the changed paths, so only a changed path that did
+            # not exist at its capture can move it.
+            return ScopeReason.ADDED_FILES
         return None
     # Its path is unchanged: if the handle is there, it decides (on both sides alike); if it
     # is gone, only matches and coverage among the changed paths can differ.
@@ -191,6 +201,32 @@ def side_rows(snap: Snapshot, paths: list[str]) -> SideRows:
     finally:
         snap.con.unregister("_changed")
     return SideRows(files, symbols, complete)
+
+
+def new_since_capture(repo: pygit2.Repository, captures: Iterable[str], changes: list[PathChange]) -> set[str]:
+    """The capture commits (of gone span citations) at which one of the changed paths did
+    not exist: there the diff changes a file "added since capture" (span evidence,
+    validator/evidence.py). A capture commit that cannot be read counts as one: never too
+    few. One tree lookup per (capture, changed path) — O(diff)."""
+    out: set[str] = set()
+    if not changes:
+        return out
+    for commit in captures:
+        try:
+            tree = repo[commit].peel(pygit2.Tree)
+        except (KeyError, ValueError, TypeError, pygit2.GitError):
+            out.add(commit)
+            continue
+        for c in changes:
+            try:
+                tree[fs_path(c.path)]
+            except KeyError:
+                out.add(commit)
+                break
+            except (ValueError, pygit2.GitError):
+                out.add(commit)
+                break
+    return out
 
 
 def present_paths(snap: Snapshot, paths: list[str]) -> set[str]:

@@ -293,16 +293,19 @@ def _affected_memories(ms: MemoryStore, repo: Any, hsnap: Snapshot, rid: str, pr
     counts = {"memories": int(n_mem), "citations": int(n_cit)}
     # Facts the scoping rules need beyond the diff: span paths cited but gone (their file is
     # in neither snapshot), and cited names found in changed non-indexed files.
-    span_paths = [r[0] for r in con.execute(f"SELECT DISTINCT path FROM ({cur}) WHERE kind = 'span'", params)
-                  .fetchall()]
+    spans = con.execute(f"SELECT DISTINCT path, commit FROM ({cur}) WHERE kind = 'span'", params).fetchall()
+    span_paths = sorted({p for p, _ in spans})
     gone = sorted(set(span_paths) - diff_scope.present_paths(hsnap, span_paths)) if changes else []
+    gone_set = set(gone)
+    captures = diff_scope.new_since_capture(repo, sorted({c for p, c in spans if p in gone_set and c}), changes)
     uncovered = diff_scope.uncovered_blobs(bside, hside)
     hits: set[tuple[str, str]] = set()
     if uncovered:
         names = con.execute(f"SELECT DISTINCT language, name FROM ({cur}) WHERE kind = 'symbol' "
                             "AND list_contains($langs, language)", {**params, "langs": sorted(uncovered)}).fetchall()
         hits = diff_scope.names_in_blobs(repo, uncovered, names)
-    touched = diff_scope.touched_keys(changes, bside, hside, uncovered_names=hits, gone_span_paths=gone)
+    touched = diff_scope.touched_keys(changes, bside, hside, uncovered_names=hits, gone_span_paths=gone,
+                                      captures_before_change=captures)
     keys: list[tuple[str, str]] = []
     cols = ", ".join(("memory_id", "position", *RECEIPT_FIELDS))
     if touched.everything is not None:
@@ -315,7 +318,8 @@ def _affected_memories(ms: MemoryStore, repo: Any, hsnap: Snapshot, rid: str, pr
         if not keys:
             return [], counts, touched
         # Only the citation rows matching a key (a memory's other citations are untouched).
-        hit = f"""WITH cur AS ({cur})
+        # (materialised: the five lookups below read it; inlined, each joins it again)
+        hit = f"""WITH cur AS MATERIALIZED ({cur})
             SELECT {cols} FROM cur WHERE path IN (SELECT v FROM _check_keys WHERE k = 'path')
             UNION SELECT {cols} FROM cur WHERE kind <> 'symbol'
                 AND blob_id IN (SELECT v FROM _check_keys WHERE k = 'blob')
