@@ -47,6 +47,12 @@ StatementHook = Callable[[str, dict], None]
 FAMILY_SQL = er.FAMILY_SQL
 EDGE_NAME_SQL = "regexp_extract({t}, '([^.:]+)$', 1)"
 PKG_KEY = er.PKG_KEY_SQL
+# The columns the resolution reads (graph/edge_resolution.py ``resolution_steps``): a base
+# row read through an index costs DuckDB a fetch per column, most for the hash-like strings
+# (handle, fragment and body hash: ≈ 40 µs per row and column on ruff), so no other column
+# is read from the base.
+SYMBOL_COLS = "handle, path, language, kind, name, parent_handle"
+EDGE_COLS = "path, source_handle, kind, target, line"
 NAMED_KINDS = er.RESOLVED_KINDS[:3]  # the kinds resolved by a name (imports are by path)
 EDGE_KINDS = "(VALUES ('references'), ('calls'), ('inherits')) k(ek)"
 PACKAGE_LANGS = er.kinds_sql(er.PACKAGE_IS_DIRECTORY)
@@ -239,7 +245,7 @@ def _affected(run: _Runner, base: str, pkgs: list[str]) -> None:
     named like a changed symbol (before or after) whose file imports a changed path, is in
     its package (Go, Java: same directory and language — ``pkgs``; the package level reaches
     no other language) or whose name's uniqueness moved."""
-    run.table("changed paths' base symbols", "_d_removed", f"SELECT * FROM {base}.symbols "
+    run.table("changed paths' base symbols", "_d_removed", f"SELECT {SYMBOL_COLS} FROM {base}.symbols "
               "WHERE path IN (SELECT unnest($p))", {"p": run.over})
     run.table("names", "_d_names", f"""SELECT name, bool_or(changed) AS changed FROM (
           SELECT name, true AS changed FROM main.symbols UNION ALL SELECT name, true FROM _d_removed
@@ -260,16 +266,16 @@ def _affected(run: _Runner, base: str, pkgs: list[str]) -> None:
     run.table("near files", "_d_near", "SELECT unnest($p) AS path, unnest($w) AS why",
               {"p": [r[0] for r in near], "w": [r[1] for r in near]})
     near_edges = (f"""UNION ALL
-        SELECT path, source_handle, kind, target, line, blob_id FROM (
+        SELECT {EDGE_COLS} FROM (
           SELECT *, CASE WHEN kind <> 'imports' THEN {EDGE_NAME_SQL.format(t='target')} END AS name
-          FROM (SELECT * FROM {base}.edges WHERE path IN (SELECT unnest($near)))
+          FROM (SELECT {EDGE_COLS} FROM {base}.edges WHERE path IN (SELECT unnest($near)))
           WHERE kind IN {er.kinds_sql(er.RESOLVED_KINDS)}) e
         WHERE (e.kind = 'imports' AND e.path IN (SELECT path FROM _d_near WHERE why = 'import'))
            OR (e.kind <> 'imports' AND e.name IN (SELECT name FROM _d_names WHERE changed)
                AND (e.path IN (SELECT path FROM _d_near WHERE why <> 'moved')
                     OR e.name IN (SELECT name FROM _d_moved)))""" if near else "")
     run.table("affected edges", "_aff_edges", f"""
-        SELECT path, source_handle, kind, target, line, blob_id FROM main.edges
+        SELECT {EDGE_COLS} FROM main.edges
           WHERE kind IN {er.kinds_sql(er.RESOLVED_KINDS)} {near_edges}""",
               {"near": sorted({r[0] for r in near})} if near else None)
 
@@ -286,8 +292,8 @@ def _resolve(run: _Runner, base: str) -> None:
           WHERE path IN (SELECT DISTINCT path FROM _aff_edges)) WHERE path NOT IN (SELECT path FROM _d_over)""")
     pkgs = [r[0] for r in run.fetch("edge packages", f"SELECT DISTINCT {PKG_KEY.format(p='path', l='language')} "
                                     f"FROM _d_files WHERE language IN {PACKAGE_LANGS}")]
-    run.table("reachable symbols", "_d_sym", f"""SELECT * FROM main.symbols UNION ALL
-        SELECT * FROM (SELECT * FROM {base}.symbols WHERE path IN (
+    run.table("reachable symbols", "_d_sym", f"""SELECT {SYMBOL_COLS} FROM main.symbols UNION ALL
+        SELECT * FROM (SELECT {SYMBOL_COLS} FROM {base}.symbols WHERE path IN (
             SELECT path FROM _d_files UNION SELECT target_path FROM _d_imp
             UNION SELECT path FROM ({_by_key(base, 'pkgs', pkgs)}))) WHERE path NOT IN (SELECT path FROM _d_over)""",
               {"pkgs": pkgs} if pkgs else None)
