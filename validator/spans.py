@@ -82,11 +82,18 @@ def _line_index(data: bytes) -> tuple[list[int], dict[str, list[int]]]:
     starts = line_starts(data)
     lines = data.split(b"\n")
     del lines[len(starts):]  # a final newline opens no line
-    index: dict[str, list[int]] = {}
-    new = blake3.blake3
+    # Equal lines first (a dict of bytes), then one digest per distinct line: source files
+    # repeat blank lines, braces and imports, and the digest is the cost (2.1x on ruff's
+    # rule files; the 100-commit check hashed 715k lines).
+    at: dict[bytes, list[int]] = {}
     for i, line in enumerate(lines):
-        index.setdefault(new(line).hexdigest(16), []).append(i)
-    return starts, index
+        seen = at.get(line)
+        if seen is None:
+            at[line] = [i]
+        else:
+            seen.append(i)
+    new = blake3.blake3
+    return starts, {new(line).hexdigest(16): where for line, where in at.items()}
 
 
 def find_span(data: bytes, first_line_hash: str, span_hash: str, n: int) -> list[int]:
