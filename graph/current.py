@@ -48,6 +48,8 @@ class CurrentState:
     service: bool = field(default=False, kw_only=True)
     indexing_s: float | None = field(default=None, kw_only=True)
     _former: tuple[str, ...] | None = field(default=None, kw_only=True, repr=False)
+    # A snapshot the caller holds open already (``LendingSource``): lent, never closed here.
+    lent: Snapshot | None = field(default=None, kw_only=True, repr=False)
 
     def former_ids(self) -> tuple[str, ...]:
         """The repository's former ids (its identity history, graph/identity.py): citations
@@ -64,7 +66,9 @@ class CurrentState:
 
     def open_snapshot(self) -> Snapshot:
         """The snapshot this state names, read-only (a checkpoint's state reads it from
-        Parquet: graph/checkpoint_source.py)."""
+        Parquet: graph/checkpoint_source.py); the lent one when the caller holds it."""
+        if self.lent is not None:
+            return _Lent(self.lent)  # type: ignore[return-value]
         return Snapshot.open(self.store, self.snapshot_id, self.repo)
 
     @property
@@ -137,3 +141,34 @@ class ScanSource:
         except Exception:  # a failed re-read proves nothing: count it as moved
             return True
         return again.token() != cur.token()
+
+
+class _Lent:
+    """A held snapshot used as ``with cur.open_snapshot() as snap``: its owner closes it."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        self.snap = snap
+
+    def __enter__(self) -> Snapshot:
+        return self.snap
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+class LendingSource(ScanSource):
+    """The one-shot scan, lending snapshots the caller already holds open (``citegraph
+    check`` opens the base and head snapshots to scope the diff, then validates at both):
+    a state naming one of them reads through it instead of opening the file again (≈ 15–45
+    ms an open on ruff). Nothing else differs — ``moved`` re-reads as ``ScanSource`` does."""
+
+    def __init__(self, snapshots: list[Snapshot]) -> None:
+        self.snapshots = {s.snapshot_id: s for s in snapshots}
+
+    def read(self, repo_path: str | os.PathLike[str], home: Home, at: str | None = None) -> CurrentState:
+        cur = super().read(repo_path, home, at)
+        held = self.snapshots.get(cur.snapshot_id)
+        if held is not None and cur.exact_current:
+            cur.lent = held
+        return cur
+

@@ -412,6 +412,25 @@ def test_check_reads_no_worktree_and_never_validates_untouched_citations(world, 
     assert seen == [4, 4]  # the affected citations, once at base and once at head
 
 
+def test_check_opens_each_snapshot_once_and_validates_through_it(world, monkeypatch):
+    """The base and head snapshots the check opens to scope the diff are lent to both
+    validations (graph/current.py ``LendingSource``), not opened again; and lent, they stay
+    open until the check closes them."""
+    from citegraph.graph import snapshot_reader
+
+    opened: list[str] = []
+    real = snapshot_reader.Snapshot.open.__func__
+
+    def counting(cls, rs, snapshot_id, *a, **kw):
+        opened.append(snapshot_id)
+        return real(cls, rs, snapshot_id, *a, **kw)
+
+    monkeypatch.setattr(snapshot_reader.Snapshot, "open", classmethod(counting))
+    rep = chk.run_check(world.home, base="main", head="pr", repo_path=world.repo.root)
+    assert rep.counts["affected_citations"] == 4 and rep.findings
+    assert sorted(opened) == sorted([rep.base.snapshot_id, rep.head.snapshot_id])
+
+
 def test_quote_keeps_memory_text_as_data():
     assert chk.quote('say "hi"\n\tnow\\') == r'"say \"hi\" now\\"'
     assert len(chk.quote("x" * 500)) == chk.MAX_QUOTE + 2

@@ -20,6 +20,7 @@ unknown — a revision cannot be read or indexed — or a usage error; 3 environ
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from typing import Any
 import blake3
 import pyarrow as pa
 
+from citegraph.graph.current import LendingSource
 from citegraph.graph.snapshot_builder import build_snapshot, resolve_target
 from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.graph.store import Home
@@ -207,9 +209,10 @@ def run_check(home: Home, *, base: str, head: str = "HEAD", repo_path: str | os.
             return _unknown(rep, f"{name}-unindexable", problem,
                             f"run citegraph index --rev {side.commit} to see why, fix it, then check again")
     rs = home.repo(identity.repository_id)
-    try:
-        with Snapshot.open(rs, rep.base.snapshot_id, repo) as bsnap, \
-                Snapshot.open(rs, rep.head.snapshot_id, repo) as hsnap:
+    with contextlib.ExitStack() as held:
+        try:
+            bsnap = held.enter_context(Snapshot.open(rs, rep.base.snapshot_id, repo))
+            hsnap = held.enter_context(Snapshot.open(rs, rep.head.snapshot_id, repo))
             changes = diff_scope.tree_changes(repo, rep.base.commit, rep.head.commit)
             rep.diff = {"paths": len(changes), **{k: sum(1 for c in changes if c.status == k)
                                                    for k in ("added", "deleted", "modified")}}
@@ -218,31 +221,33 @@ def run_check(home: Home, *, base: str, head: str = "HEAD", repo_path: str | os.
             with MemoryStore.open(home, read_only=True) as ms:
                 mems, counts, touched = _affected_memories(ms, repo, hsnap, identity.repository_id, project,
                                                            changes, bside, hside)
-    except CitegraphError as err:
-        return _unknown(rep, "snapshot-unreadable", err.what, err.todo or "run the check again")
-    rep.counts = counts
-    items, scopes = [], {}
-    for m in mems:
-        kept = []
-        for r in m.citations:
-            if r.repository_id != identity.repository_id:
-                continue
-            reason = diff_scope.scope_reason(r, touched)
-            if reason is None and dependency_depth > 0 and diff_scope.dependency_touched(r, touched):
-                reason = diff_scope.ScopeReason.DEPENDENCY_CHANGED
-            if reason is not None:
-                kept.append(r)
-                scopes[(m.id, r.id)] = str(reason)
-        if kept:
-            items.append(pipeline.MemoryInput(m.id, kept))
-    rep.counts["affected_citations"] = len(scopes)
-    rep.counts["untouched_citations"] = counts["citations"] - len(scopes)
-    if items:
-        at_base = pipeline.validate(home, items, pipeline.Scope.for_paths([os.fspath(repo_path)], at=rep.base.commit),
-                                    dependency_depth=dependency_depth)
-        at_head = pipeline.validate(home, items, pipeline.Scope.for_paths([os.fspath(repo_path)], at=rep.head.commit),
-                                    dependency_depth=dependency_depth)
-        _classify(rep, repo, mems, items, scopes, at_base, at_head, {c.path: c for c in changes})
+        except CitegraphError as err:
+            return _unknown(rep, "snapshot-unreadable", err.what, err.todo or "run the check again")
+        rep.counts = counts
+        items, scopes = [], {}
+        for m in mems:
+            kept = []
+            for r in m.citations:
+                if r.repository_id != identity.repository_id:
+                    continue
+                reason = diff_scope.scope_reason(r, touched)
+                if reason is None and dependency_depth > 0 and diff_scope.dependency_touched(r, touched):
+                    reason = diff_scope.ScopeReason.DEPENDENCY_CHANGED
+                if reason is not None:
+                    kept.append(r)
+                    scopes[(m.id, r.id)] = str(reason)
+            if kept:
+                items.append(pipeline.MemoryInput(m.id, kept))
+        rep.counts["affected_citations"] = len(scopes)
+        rep.counts["untouched_citations"] = counts["citations"] - len(scopes)
+        if items:
+            # Both sides validate through the snapshots opened above (not opened again).
+            lend = LendingSource([bsnap, hsnap])
+            sides = [pipeline.validate(home, items, pipeline.Scope.for_paths([os.fspath(repo_path)], at=commit,
+                                                                             source=lend),
+                                       dependency_depth=dependency_depth)
+                     for commit in (rep.base.commit, rep.head.commit)]
+            _classify(rep, repo, mems, items, scopes, sides[0], sides[1], {c.path: c for c in changes})
     rep.status = "findings" if rep.findings else "clean"
     return rep
 
