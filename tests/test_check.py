@@ -9,6 +9,7 @@ import re
 import subprocess
 from types import SimpleNamespace
 
+import pygit2
 import pytest
 from gitutil import GIT_ENV, GitRepo
 from validation_helpers import cite, index
@@ -360,6 +361,31 @@ def test_a_gone_span_is_affected_only_by_a_path_added_since_its_capture(make_rep
     assert got == full_findings(home, r.root, edit_old, found) != set()
     assert [(f.memory["topic"], f.head.outcome, f.scope) for f in rep.findings] == [("span", "relocated",
                                                                                       "added-files")]
+
+
+def test_new_since_capture_counts_every_path_that_was_not_a_file(make_repo):
+    """The facts of the gone-span rule: a capture commit is listed when a changed path was
+    absent or a directory there, or the commit cannot be read; not when every changed path
+    was a file."""
+    r = make_repo("captures")
+    r.write("a.txt", "a\n")
+    r.write("d/x.txt", "x\n")
+    c1 = r.commit("c1")
+    r.write("b.txt", "b\n")
+    r.rm("d/x.txt")
+    r.write("d", "now a file\n")
+    c2 = r.commit("c2")
+    repo = pygit2.Repository(str(r.root))
+
+    def changed(*paths):
+        return [diff_scope.PathChange(p, "modified", "0" * 40, "1" * 40) for p in paths]
+
+    assert diff_scope.new_since_capture(repo, [c1, c2], changed("a.txt")) == set()
+    assert diff_scope.new_since_capture(repo, [c1, c2], changed("a.txt", "b.txt")) == {c1}
+    assert diff_scope.new_since_capture(repo, [c1, c2], changed("d")) == {c1}
+    assert diff_scope.new_since_capture(repo, ["f" * 40, "not-a-commit"], changed("a.txt")) == {"f" * 40,
+                                                                                                 "not-a-commit"}
+    assert diff_scope.new_since_capture(repo, [c1], []) == set()
 
 
 @pytest.mark.parametrize("step", ["edit", "rename", "config", "revert"])

@@ -204,29 +204,29 @@ def side_rows(snap: Snapshot, paths: list[str]) -> SideRows:
 
 
 def new_since_capture(repo: pygit2.Repository, captures: Iterable[str], changes: list[PathChange]) -> set[str]:
-    """The capture commits (of gone span citations) at which one of the changed paths did
-    not exist: there the diff changes a file "added since capture" (span evidence,
-    validator/evidence.py). A capture commit that cannot be read counts as one: never too
-    few. One tree lookup per (capture, changed path) — O(diff)."""
-    out: set[str] = set()
+    """The capture commits (of gone span citations) at which one of the changed paths was
+    not a file: there the diff changes a file "added since capture" (span evidence,
+    validator/evidence.py; a file that replaced a directory is added too). A capture commit
+    that cannot be read counts as one: never too few. One tree lookup per (capture, changed
+    path) — O(diff)."""
     if not changes:
-        return out
+        return set()
+    out: set[str] = set()
     for commit in captures:
         try:
             tree = repo[commit].peel(pygit2.Tree)
+            if not all(_is_file(tree, c.path) for c in changes):
+                out.add(commit)
         except (KeyError, ValueError, TypeError, pygit2.GitError):
             out.add(commit)
-            continue
-        for c in changes:
-            try:
-                tree[fs_path(c.path)]
-            except KeyError:
-                out.add(commit)
-                break
-            except (ValueError, pygit2.GitError):
-                out.add(commit)
-                break
     return out
+
+
+def _is_file(tree: pygit2.Tree, path: str) -> bool:
+    try:
+        return tree[fs_path(path)].type_str == "blob"
+    except KeyError:
+        return False
 
 
 def present_paths(snap: Snapshot, paths: list[str]) -> set[str]:
