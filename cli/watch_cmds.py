@@ -3,6 +3,7 @@ citegraph.server.foreground)."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -44,7 +45,7 @@ def serve(ctx: click.Context, paths: tuple[str, ...], debounce_ms: int, max_wait
     from citegraph.server.service import Logger
 
     sys.exit(run(get_home(ctx), list(paths), log=Logger("serve", as_json), debounce_ms=debounce_ms,
-                 max_wait_ms=max_wait_ms, jobs=jobs, gc_keep=gc_keep, read_wait_ms=read_wait_ms))
+                 max_wait_ms=max_wait_ms, jobs=jobs, gc_keep=gc_keep, read_wait_ms=read_wait_ms, exit_now=os._exit))
 
 
 @outputs("watch-event")
@@ -68,7 +69,7 @@ def watch(ctx: click.Context, paths: tuple[str, ...], debounce_ms: int, max_wait
     if once:
         sys.exit(build_once(get_home(ctx), targets, log=log, jobs=jobs))
     sys.exit(run(get_home(ctx), targets, log=log, debounce_ms=debounce_ms, max_wait_ms=max_wait_ms, jobs=jobs,
-                 gc_keep=gc_keep, read_wait_ms=read_wait_ms))
+                 gc_keep=gc_keep, read_wait_ms=read_wait_ms, exit_now=os._exit))
 
 
 COMMANDS = [serve, watch]

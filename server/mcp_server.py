@@ -436,4 +436,12 @@ def serve(home: Home, *, call_timeout: float = DEFAULT_CALL_TIMEOUT_S, max_threa
     if stuck:
         print(f"citegraph mcp: {stuck} call(s) still running at exit were abandoned "
               f"({', '.join(dispatcher.lanes.busy_keys()) or 'no repository'})", file=sys.stderr, flush=True)
-        os._exit(0)  # a stuck (non-daemon) helper thread must not keep the process alive
+    unfinished = hosted[0].unfinished() if hosted[0] is not None else []
+    for what, root in unfinished:
+        print(f"citegraph mcp: stopped during a {what} of {root}; nothing of it was published "
+              "(the next run does it again)", file=sys.stderr, flush=True)
+    if stuck or unfinished:
+        # A stuck (non-daemon) helper thread must not keep the process alive, and a hosted
+        # build or compaction inside DuckDB must not be unwound by the interpreter's exit
+        # (it aborts the process: server/foreground.py's docstring).
+        os._exit(0)

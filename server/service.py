@@ -49,7 +49,8 @@ from citegraph.server.locator import (
 
 DEFAULT_DEBOUNCE_MS = 20
 DEFAULT_LANES = 2  # builds of different repositories at once (each may run an extraction pool)
-LANE_JOIN_S = 0.5  # at close, a lane still building is left to die with the process (as kill -9)
+LANE_JOIN_S = 0.5  # at close, a lane still building is left to die with the process (as kill -9):
+# server/foreground.py then ends the process without unwinding it (see ``Service.unfinished``)
 SUPERVISE_S = 0.5
 DEFAULT_READ_WAIT_S = 2.0  # a read waits this long for the build of a change already seen
 STORE_LINGER_S = 0.25  # the memory store stays open this long after a request (see memory.store)
@@ -139,8 +140,9 @@ class Service:
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
         self.stop = threading.Event()
+        self._hurry = threading.Event()  # a second stop signal: ``close`` waits no longer for lanes
         self._threads: list[threading.Thread] = []
-        self._compacting: dict[str, threading.Thread] = {}
+        self._compacting: dict[str, tuple[str, threading.Thread]] = {}  # repository id -> (root, thread)
         self.started_mono = time.monotonic()
         self.requests = 0
 
@@ -351,7 +353,7 @@ class Service:
             return
         with self._lock:
             running = self._compacting.get(repository_id)
-            if running is not None and running.is_alive():
+            if running is not None and running[1].is_alive():
                 return
 
             def run() -> None:
@@ -372,7 +374,7 @@ class Service:
                     sid = compaction.newest_due(rs)
 
             t = threading.Thread(target=run, name=f"citegraph-compact-{repository_id[:8]}", daemon=True)
-            self._compacting[repository_id] = t
+            self._compacting[repository_id] = (root, t)
             t.start()
 
     def _failed(self, w: Watched, line: str, retryable: bool) -> None:
@@ -461,7 +463,16 @@ class Service:
         with self._cond:
             self._cond.notify_all()
 
-    def close(self) -> None:
+    def hurry(self) -> None:
+        """End ``close``'s wait for running lanes now (safe from a signal handler)."""
+        self._hurry.set()
+        self.request_stop()
+
+    def close(self, lane_grace_s: float = LANE_JOIN_S) -> None:
+        """Stop; builds running in lanes get ``lane_grace_s`` to finish (``hurry`` ends the
+        wait), then are left running: see ``unfinished``. The wait is on the condition the
+        lanes notify, never an interruptible ``Thread.join`` (CPython 3.11 marks a thread
+        whose join a signal interrupted as stopped while it still runs)."""
         from citegraph.memory.lifecycle import read_memo
         from citegraph.memory.lifecycle.store import MemoryStore
 
@@ -472,11 +483,23 @@ class Service:
             self._cond.notify_all()
         for t in self._threads:
             t.join(timeout=5)
-        deadline = time.monotonic() + LANE_JOIN_S
-        for t in list(self._lane_threads.values()):
-            t.join(timeout=max(deadline - time.monotonic(), 0))
+        deadline = time.monotonic() + lane_grace_s
+        with self._cond:
+            while (any(t.is_alive() for t in self._lane_threads.values()) and not self._hurry.is_set()
+                   and (left := deadline - time.monotonic()) > 0):
+                self._cond.wait(min(left, 0.05))
         for w in list(self.watched.values()):
             w.live.close()
+
+    def unfinished(self) -> list[tuple[str, str]]:
+        """After ``close``: the work still running, as (what, repository path) — lanes still
+        building and compactions still writing. Their threads may be inside DuckDB, which
+        cannot be interrupted; an interpreter exit would unwind them through its C++ frames
+        and abort the process, so the foreground ends it without unwinding (as kill -9:
+        nothing of theirs was published, their temporaries are collected later)."""
+        left = [("build", root) for root, t in self._lane_threads.items() if t.is_alive()]
+        left += [("compaction", root) for root, t in self._compacting.values() if t.is_alive()]
+        return left
 
     def status(self) -> dict[str, Any]:
         return {"pid": os.getpid(), "protocol": PROTOCOL, "uptime_s": round(time.monotonic() - self.started_mono, 3),

@@ -7,7 +7,9 @@ Every build in the process gets ``BuildHooks(stall=...)``: at ``STAGE`` it write
 name to ``MARKER`` and sleeps ``SECONDS``. ``STAGE@NAME`` stalls only the builds of a
 repository whose path holds NAME (the others run normally). ``SECONDS`` may be ``@FILE``:
 the stall then lasts as many seconds as FILE says when the build reaches the stage (a
-test changes it while the process runs; 0 or no file: no stall). The hook is injected through
+test changes it while the process runs; 0 or no file: no stall). ``db:SECONDS`` stalls
+inside DuckDB (queries run back to back, the GIL released), where a real build spends
+most of its time: a thread left there at exit is what a stop must survive. The hook is injected through
 ``build_snapshot``'s ``hooks`` parameter; production code reads no test variable.
 """
 
@@ -28,6 +30,8 @@ def main() -> None:
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # a test that times out asks for the stacks
     stage, _, only = sys.argv[1].partition("@")
     marker, spec = Path(sys.argv[2]), sys.argv[3]
+    in_duckdb = spec.startswith("db:")
+    spec = spec.removeprefix("db:")
 
     def seconds() -> float:
         if not spec.startswith("@"):
@@ -45,6 +49,13 @@ def main() -> None:
             # the interpreter acts on it between slices, as it would between a real
             # build's steps.
             end = time.monotonic() + s
+            if in_duckdb:
+                import duckdb
+
+                con = duckdb.connect(config={"threads": 1})
+                while time.monotonic() < end:
+                    con.execute("SELECT sum(range) FROM range(20000000)").fetchall()
+                return
             while (left := end - time.monotonic()) > 0:
                 time.sleep(min(left, 0.05))
 

@@ -21,6 +21,7 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from stall_launcher import stalled_argv
 
 from citegraph.graph.snapshot_builder import build_snapshot
 from citegraph.memory.lifecycle.store import MemoryStore
@@ -63,9 +64,10 @@ def indexed(make_repo, home):
 class RawServer:
     """``citegraph mcp`` as a subprocess spoken to line by line; every wait is bounded."""
 
-    def __init__(self, home, *args: str) -> None:
+    def __init__(self, home, *args: str, launcher: list[str] | None = None) -> None:
         env = {**os.environ, "CITEGRAPH_HOME": str(home.root)}
-        self.proc = subprocess.Popen([sys.executable, "-m", "citegraph.cli.main", "mcp", *args],
+        cli = launcher or [sys.executable, "-m", "citegraph.cli.main"]
+        self.proc = subprocess.Popen([*cli, "mcp", *args],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                                      cwd=home.root)  # in no git repository
         self.lines: queue.Queue[bytes] = queue.Queue()
@@ -128,8 +130,8 @@ class RawServer:
 def raw_server(home):
     servers: list[RawServer] = []
 
-    def start(*args: str) -> RawServer:
-        servers.append(RawServer(home, *args))
+    def start(*args: str, launcher: list[str] | None = None) -> RawServer:
+        servers.append(RawServer(home, *args, launcher=launcher))
         return servers[-1]
 
     yield start
@@ -767,3 +769,26 @@ def test_initialize_is_answered_before_the_service_starts(indexed, home, raw_ser
     assert res["isError"] is False and res["structuredContent"]["service"]["used"] is True, res
     assert socket_path(home).exists()
     assert s.close() == 0
+
+
+def test_a_client_leaving_while_the_hosted_service_builds_inside_duckdb_ends_the_server_cleanly(
+        raw_server, repo, tmp_path):
+    """The client closes stdin while the service the server hosts builds a repository in a
+    lane thread inside DuckDB (tests/stall_launcher.py's ``db:`` stall): the server names
+    the abandoned build and exits 0 at once. Before, the interpreter's exit unwound that
+    thread through DuckDB's C++ frames and the process aborted (SIGABRT)."""
+    repo.write("a.py", "def f():\n    return 1\n")
+    repo.commit("c1")
+    marker = tmp_path / "stalled"
+    s = raw_server(launcher=stalled_argv("extract", marker, "db:60"))
+    s.initialize()
+    s.call(1, "validate", {"callerCwd": str(repo.root)})  # registers the repository: the service builds it
+    deadline = time.monotonic() + WIRE_TIMEOUT_S
+    while not marker.exists():
+        assert time.monotonic() < deadline, b"".join(s.stderr).decode(errors="replace")
+        time.sleep(0.05)
+    assert "result" in s.answer(1)  # the call itself is over (unknown/racing at its bound): no stuck call
+    assert s.close() == 0, b"".join(s.stderr).decode(errors="replace")
+    time.sleep(0.2)  # the stderr reader drains what is left
+    err = b"".join(s.stderr).decode(errors="replace")
+    assert f"stopped during a build of {repo.root}; nothing of it was published" in err, err

@@ -8,13 +8,17 @@ from __future__ import annotations
 import os
 import signal
 import stat
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from service_helpers import TIMEOUT, js, wait_exact
 
 from citegraph.indexer.tree_watch import AVAILABLE
 from citegraph.server.locator import read_record, service_dir
+
+LAUNCHER = str(Path(__file__).parent / "stall_launcher.py")
 
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason="inotify (Linux) only")
 
@@ -121,6 +125,33 @@ def test_serve_stops_cleanly(repo, home, serve):
     s = serve(str(repo.root))
     assert s.stop(signal.SIGTERM) == 0
     assert "stopped" in s.log()
+    assert read_record(home) is None
+
+
+@pytest.mark.parametrize("signals", [1, 2])
+def test_serve_stopped_while_a_lane_builds_inside_duckdb_exits_cleanly(repo, home, serve, tmp_path, signals):
+    """A stop while a build runs in a lane thread inside DuckDB (tests/stall_launcher.py's
+    ``db:`` stall): the lane is left to die with the process, as with kill -9 — exit 0, the
+    build named as abandoned, record and socket removed. Before, the interpreter's exit
+    unwound the lane thread through DuckDB's C++ frames and the process aborted (SIGABRT,
+    "FATAL: exception not rethrown"; CI saw it as exit -6 of test_serve_stops_cleanly).
+    A second signal (``signals=2``) ends the grace at once; it once interrupted the wait
+    for the lane, which CPython 3.11 then took for finished — and the process aborted."""
+    repo.write("a.py", PY)
+    repo.commit("c1")
+    marker = tmp_path / "stalled"
+    s = serve(str(repo.root), launcher=[sys.executable, LAUNCHER, "extract", str(marker), "db:60"])
+    deadline = time.monotonic() + TIMEOUT
+    while not marker.exists():
+        assert time.monotonic() < deadline, s.log()
+        time.sleep(0.05)
+    if signals == 2:
+        s.p.send_signal(signal.SIGTERM)
+        time.sleep(0.3)  # inside the grace period: the service is waiting for the lane
+    assert s.stop(signal.SIGTERM) == 0, s.log()
+    log = s.log()
+    assert f"stopped during a build of {repo.root}; nothing of it was published" in log, log
+    assert "stopped (0 published" in log
     assert read_record(home) is None
 
 
