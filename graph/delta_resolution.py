@@ -192,8 +192,11 @@ def _mapping(run: _Runner, base: str) -> None:
     if imports:
         keys = er.lookup_keys(imports)
         rows = run.fetch("files imports could name", f"""
-            SELECT DISTINCT path, language FROM ({er.file_keys_sql('main.files')}) WHERE key IN (SELECT unnest($keys))
-            UNION {_by_key(base, 'keys', keys)} ORDER BY path""", {"keys": keys})
+            SELECT DISTINCT key, path, language FROM ({er.file_keys_sql('main.files')})
+              WHERE key IN (SELECT unnest($keys))
+            UNION SELECT key, path, language FROM (SELECT key, path, language FROM {base}.file_keys
+              WHERE key IN (SELECT unnest($keys))) WHERE path NOT IN (SELECT path FROM _d_over)""", {"keys": keys})
+        rows = er.index_rows(rows, imports)
     run.temps.append("_imports")
     er.register_imports(run.con, er.map_imports(er.FileIndex(rows), imports))
 

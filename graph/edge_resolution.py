@@ -193,8 +193,58 @@ def lookup_keys(imports: list[tuple[str, str, str]]) -> list[str]:
     if any(lang == "rust" for _p, lang, _t in imports):
         targets.add("src")
     names = targets | here
-    return sorted({*(f"stem:{t}" for t in names), *(f"dirname:{t}" for t in targets), "implied:",
+    # Only a package lookup (Go; a Python namespace package; a Java wildcard) reads a directory's files, and
+    # only of directories named like the last part of the target: in a monorepo a token's
+    # directories hold thousands of files (``dirname:src``: 14k), which no other lookup reads.
+    dirnames = {posixpath.basename(rels[0]) for _p, lang, target in imports if (rels := package_dirs(lang, target))}
+    return sorted({*(f"stem:{t}" for t in names), *(f"dirname:{t}" for t in dirnames), "implied:",
                    *(f"implied:{t}" for t in names), *(f"crate:{t}" for t in targets)})
+
+
+def package_dirs(language: str, target: str) -> list[str]:
+    """The directory suffixes a package lookup of the import ``target`` consults, in the
+    order it tries them (``_go``: the longest first; ``_python``: a namespace package;
+    ``_java``: a wildcard import);
+    empty for an import whose mapping reads no directory's files."""
+    if language == "go":
+        parts = target.split("/")
+        return ["/".join(parts[-n:]) for n in range(len(parts), 0, -1)]
+    if language == "python" and not target.startswith("."):
+        rest = target.replace(".", "/")
+        return [rest] if rest else []
+    if language == "java":  # a wildcard import of a package
+        return ["/".join(target.split("."))]
+    return []
+
+
+def index_rows(rows: Iterable[tuple[str, str, str]], imports: list[tuple[str, str, str]]) -> list[tuple[str, str]]:
+    """The ``(path, language)`` rows a ``FileIndex`` needs to map ``imports`` exactly as an
+    index of every file would, from the ``(key, path, language)`` rows found under
+    ``lookup_keys(imports)``: a row found only by its directory name is kept when its
+    directory is one a package lookup consults — for each import, those ending with the
+    first of its ``package_dirs`` that any such directory ends with (the lookup stops
+    there). Every directory so named is among the rows (each file has its ``dirname:`` key),
+    so the lookups see what they would see over every file."""
+    rows = list(rows)
+    by_name: dict[str, set[str]] = defaultdict(set)  # directory name -> directories found by it
+    for key, path, _lang in rows:
+        if key.startswith("dirname:"):
+            d = posixpath.dirname(path)
+            by_name[posixpath.basename(d)].add(d)
+    consulted: set[str] = set()
+    for _p, lang, target in imports:
+        rels = package_dirs(lang, target)
+        if not rels:
+            continue
+        found = by_name.get(posixpath.basename(rels[0]), set())
+        for rel in rels:
+            hits = {d for d in found if d == rel or d.endswith("/" + rel)}
+            if hits:
+                consulted |= hits
+                break
+    keep = {(path, lang) for key, path, lang in rows
+            if not key.startswith("dirname:") or posixpath.dirname(path) in consulted}
+    return sorted(keep)
 
 
 def _changed_mapping(con: duckdb.DuckDBPyConnection) -> Mapping:
@@ -204,9 +254,9 @@ def _changed_mapping(con: duckdb.DuckDBPyConnection) -> Mapping:
                           "ON f.path = e.path WHERE e.kind = 'imports' ORDER BY ALL").fetchall()
     if not imports:
         return map_imports(FileIndex(()), [])
-    rows = con.execute(f"SELECT DISTINCT path, language FROM ({file_keys_sql('_u_files')}) "
-                       "WHERE key IN (SELECT unnest($keys)) ORDER BY path", {"keys": lookup_keys(imports)}).fetchall()
-    return map_imports(FileIndex(rows), imports)
+    rows = con.execute(f"SELECT DISTINCT key, path, language FROM ({file_keys_sql('_u_files')}) "
+                       "WHERE key IN (SELECT unnest($keys))", {"keys": lookup_keys(imports)}).fetchall()
+    return map_imports(FileIndex(index_rows(rows, imports)), imports)
 
 
 def _delta_mapping(con: duckdb.DuckDBPyConnection, base: str) -> bool:

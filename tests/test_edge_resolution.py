@@ -258,6 +258,13 @@ def file_sets_and_imports(draw):
                           min_size=1, max_size=25))
     files = sorted({("/".join([*dirs, stem + ext]), lang) for dirs, stem, ext in paths})
     importer = draw(st.sampled_from(files))[0]
+    # Files of other languages beside them: a package lookup counts every directory that
+    # holds source files, whatever their language.
+    others = draw(st.lists(st.tuples(st.sampled_from(sorted(EXTS)), st.lists(st.sampled_from(SEGMENTS), max_size=3),
+                                     st.sampled_from(SEGMENTS)), max_size=6))
+    taken = {p for p, _ in files}
+    files = sorted({*files, *(("/".join([*dirs, stem + EXTS[ol][0]]), ol) for ol, dirs, stem in others
+                              if "/".join([*dirs, stem + EXTS[ol][0]]) not in taken)})
     heads = {"python": ("", ".", ".."), "typescript": ("./", "../", ""), "go": ("example.com/",),
              "rust": ("crate::", "self::", "super::", ""), "java": ("",)}[lang]
     words = st.lists(st.sampled_from([*SEGMENTS, "nothing", "Item"]), min_size=0, max_size=3)
