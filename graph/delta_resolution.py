@@ -31,8 +31,10 @@ import os
 from collections.abc import Callable
 
 import duckdb
+import pyarrow as pa
 
 from citegraph.graph import edge_resolution as er
+from citegraph.graph.base_rows import BASE_ROWS, BaseRows
 from citegraph.graph.schema import (
     IMPORT_TARGETS_LAYOUT,
     LAYOUT_CHANGED_PATHS,
@@ -86,10 +88,13 @@ class _Runner:
     Few statements: each costs DuckDB 0.3-3 ms whatever its size, which at this size is
     most of the cost (docs/design.md)."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, hook: StatementHook | None) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, hook: StatementHook | None, base: str,
+                 base_path: str, rows: BaseRows) -> None:
         self.con, self.hook = con, hook
+        self.alias, self.base_path, self.rows = base, base_path, rows
         self.over: list[str] = []  # the changed paths
         self.temps: list[str] = []  # temp tables made, dropped at the end
+        self.views: list[str] = []  # Arrow tables registered, unregistered at the end
         if hook is not None:
             con.execute("PRAGMA enable_profiling = 'no_output'")
             con.execute("SET profiling_coverage = 'ALL'")
@@ -102,11 +107,29 @@ class _Runner:
         self.fetch(label, f"CREATE OR REPLACE TEMP TABLE {name} AS {sql}", params)
         self.temps.append(name)
 
+    def base(self, label: str, table: str, cols: str, key_col: str, keys: list) -> str:
+        """A relation of the base's ``table`` rows (columns ``cols``) whose ``key_col`` is in
+        ``keys``, read through ``BaseRows`` (graph/base_rows.py): the keys an earlier delta
+        over the same base read come from memory."""
+        name = f"_b_{len(self.views)}"
+        self.con.register(name, self.rows.lookup(self.fetch_arrow, self.base_path, self.alias, table, cols,
+                                                 key_col, keys, label))
+        self.views.append(name)
+        return name
+
     def fetch(self, label: str, sql: str, params: object = None) -> list[tuple]:
         rows = self.con.execute(sql, params).fetchall()
+        self._profiled(label)
+        return rows
+
+    def fetch_arrow(self, label: str, sql: str, params: object = None) -> pa.Table:
+        rows = self.con.sql(sql, params=params).to_arrow_table()
+        self._profiled(label)
+        return rows
+
+    def _profiled(self, label: str) -> None:
         if self.hook is not None:
             self.hook(label, json.loads(self.con.get_profiling_information(format="json")).get("query", {}))
-        return rows
 
     def close(self) -> None:
         if self.hook is not None:
@@ -116,21 +139,27 @@ class _Runner:
                 self.con.execute(f"DROP TABLE IF EXISTS {name}")
             except duckdb.Error:
                 pass
+        for name in self.views:
+            try:
+                self.con.unregister(name)
+            except duckdb.Error:
+                pass
 
 
 def resolve_snapshot(con: duckdb.DuckDBPyConnection, base_path: str | os.PathLike[str] | None = None,
-                     hook: StatementHook | None = None) -> int:
+                     hook: StatementHook | None = None, rows: BaseRows | None = BASE_ROWS) -> int:
     """Fill the derived rows of the snapshot being built on ``con``: for a full snapshot its
     resolution (graph/edge_resolution.py) and its keys; for a delta over the full snapshot at
     ``base_path``, its resolution in O(change) where ``resolve`` covers it, else over the
-    union. Returns the number of resolved-edge rows written."""
+    union, reading the base's rows through ``rows`` (None: none kept after it). Returns
+    the number of resolved-edge rows written."""
     if base_path is None:
         n = er.write_resolution(con, None)
         write_keys(con)
         return n
     con.execute(f"ATTACH {sql_str(str(base_path))} AS _delta_base (READ_ONLY)")
     try:
-        done = resolve(con, "_delta_base", hook)
+        done = resolve(con, "_delta_base", hook, base_path=str(base_path), rows=rows)
     finally:
         con.execute("DETACH _delta_base")
     if done:
@@ -138,26 +167,28 @@ def resolve_snapshot(con: duckdb.DuckDBPyConnection, base_path: str | os.PathLik
     return er.write_resolution(con, base_path)
 
 
-def resolve(con: duckdb.DuckDBPyConnection, base: str, hook: StatementHook | None = None) -> bool:
+def resolve(con: duckdb.DuckDBPyConnection, base: str, hook: StatementHook | None = None, *,
+            base_path: str, rows: BaseRows | None = None) -> bool:
     """Write the delta's ``resolved_edges`` and ``import_targets`` (its changed paths' rows,
     marked) from its own rows and the base attached as ``base``; False (nothing written)
     when the delta adds or removes a path or changes a path's language, which this path
-    does not cover."""
-    run = _Runner(con, hook)
+    does not cover. ``base_path``: the file attached as ``base``; ``rows``: the base rows
+    kept between deltas over it (graph/base_rows.py; None: none kept past this call)."""
+    run = _Runner(con, hook, base, base_path, rows if rows is not None else BaseRows())
     try:
         run.table("overrides", "_d_over", "SELECT DISTINCT path FROM main.overrides")
         run.over = [r[0] for r in run.fetch("read overrides", "SELECT path FROM _d_over ORDER BY path")]
         # The changed paths' files, before and after, with their package keys (Go, Java).
+        had = run.base("changed files", "files", "path, language", "path", run.over)
         files = run.fetch("changed files", f"""
             SELECT path, language, 'own' AS side, {PKG_KEY.format(p='path', l='language')} FROM main.files
-            UNION ALL SELECT path, language, 'had', {PKG_KEY.format(p='path', l='language')} FROM {base}.files
-              WHERE path IN (SELECT unnest($p))""", {"p": run.over})
+            UNION ALL SELECT path, language, 'had', {PKG_KEY.format(p='path', l='language')} FROM {had}""")
         if {f[:2] for f in files if f[2] == "own"} != {f[:2] for f in files if f[2] == "had"}:
             return False
         pkgs = sorted({f[3] for f in files if f[1] in er.PACKAGE_IS_DIRECTORY})
-        _mapping(run, base)
-        _affected(run, base, pkgs)
-        _resolve(run, base)
+        _mapping(run)
+        _affected(run, pkgs)
+        _resolve(run)
         run("import targets", "INSERT INTO main.import_targets SELECT * FROM _imports")
         run("layout", "INSERT INTO main.meta VALUES (?, ?)", [IMPORT_TARGETS_LAYOUT, LAYOUT_CHANGED_PATHS])
         return True
@@ -173,35 +204,51 @@ def resolve(con: duckdb.DuckDBPyConnection, base: str, hook: StatementHook | Non
 NO_FILES = "SELECT NULL::VARCHAR AS path, NULL::VARCHAR AS language WHERE false"
 
 
-def _by_key(base: str, keys: str, given: list[str]) -> str:
-    """The base's files (not changed) under the file keys of the list parameter ``keys``
-    (``given``: its value; none, no lookup — DuckDB scans a vector of rows for an empty one)."""
+def _by_key(run: _Runner, label: str, given: list[str]) -> str:
+    """The base's files (not changed) under the file keys ``given`` (none, no lookup —
+    DuckDB scans a vector of rows for an empty list)."""
     if not given:
         return NO_FILES
-    return (f"SELECT path, language FROM (SELECT path, language FROM {base}.file_keys WHERE key IN "
-            f"(SELECT unnest(${keys}))) WHERE path NOT IN (SELECT path FROM _d_over)")
+    rel = run.base(label, "file_keys", "key, path, language", "key", given)
+    return f"SELECT path, language FROM {rel} WHERE path NOT IN (SELECT path FROM _d_over)"
 
 
-def _mapping(run: _Runner, base: str) -> None:
+def _mapping(run: _Runner) -> None:
     """``_imports``: the changed paths' import mapping, against the union's files those
     imports could name (graph/edge_resolution.py ``lookup_keys``,
-    looked up by key in the base and read from the delta's own few files)."""
+    looked up by key in the base and read from the delta's own few files).
+
+    This path runs only when the delta keeps the base's paths and their languages, so the
+    union's files are the base's and an import maps as it did in an earlier delta over the
+    same base: each (path, language, target) is mapped once per base and kept with its rows
+    (graph/base_rows.py) — a delta holds every path changed since its base, most of them
+    mapped already by the delta before."""
     imports = run.fetch("own imports", "SELECT DISTINCT e.path, f.language, e.target FROM main.edges e "
                         "JOIN main.files f ON f.path = e.path WHERE e.kind = 'imports' ORDER BY ALL")
-    rows: list[tuple] = []
-    if imports:
-        keys = er.lookup_keys(imports)
+    memo = run.rows.memo(run.base_path, "import mapping")
+    todo = [i for i in imports if i not in memo]
+    if todo:
+        keys = er.lookup_keys(todo)
+        rel = run.base("files imports could name", "file_keys", "key, path, language", "key", keys)
         rows = run.fetch("files imports could name", f"""
             SELECT DISTINCT key, path, language FROM ({er.file_keys_sql('main.files')})
               WHERE key IN (SELECT unnest($keys))
-            UNION SELECT key, path, language FROM (SELECT key, path, language FROM {base}.file_keys
-              WHERE key IN (SELECT unnest($keys))) WHERE path NOT IN (SELECT path FROM _d_over)""", {"keys": keys})
-        rows = er.index_rows(rows, imports)
+            UNION SELECT key, path, language FROM {rel} WHERE path NOT IN (SELECT path FROM _d_over)""",
+                         {"keys": keys})
+        index = er.FileIndex(er.index_rows(rows, todo))
+        for imp in todo:
+            memo[imp] = er.import_files(index, *imp)
+        run.rows.note(run.base_path, len(todo))
+    cols: er.Mapping = {"path": [], "target": [], "target_path": [], "item": []}
+    for path, lang, target in imports:
+        for tp, item in memo[(path, lang, target)]:
+            for c, v in zip(cols, (path, target, tp, item), strict=True):
+                cols[c].append(v)
     run.temps.append("_imports")
-    er.register_imports(run.con, er.map_imports(er.FileIndex(rows), imports))
+    er.register_imports(run.con, cols)
 
 
-def _stats(run: _Runner, base: str) -> None:
+def _stats(run: _Runner) -> None:
     """``_d_stats``: for each (family, name, edge kind) of the names the delta's affected
     edges can use (``_d_names``: the changed symbols' before and after, and the names the
     changed paths' edges use — an unchanged file's affected edge is named like a changed
@@ -209,6 +256,8 @@ def _stats(run: _Runner, base: str) -> None:
     after the change (``n1``; ``h1``/``p1`` the one symbol when ``n1`` is 1): the base's
     count minus the changed paths' base rows plus their new rows, with the one remaining
     base symbol looked up by name where the others went with the change."""
+    names = [r[0] for r in run.fetch("names", "SELECT name FROM _d_names")]
+    stats = run.base("keys", "name_stats", "fam, name, ek, n, handle, path", "name", names)
     run.table("keys", "_d_stats", f"""
         WITH f AS (SELECT {FAMILY_SQL.format(l='s.language')} AS fam, s.name, k.ek, s.side, s.handle, s.path
           FROM (SELECT language, name, kind, handle, path, -1 AS side FROM _d_removed
@@ -218,7 +267,7 @@ def _stats(run: _Runner, base: str) -> None:
                      count(*) FILTER (WHERE side = -1) AS removed,
                      min(handle) FILTER (WHERE side = 1) AS ah, min(path) FILTER (WHERE side = 1) AS ap
               FROM f GROUP BY ALL),
-        b AS (SELECT * FROM {base}.name_stats WHERE name IN (SELECT name FROM _d_names))
+        b AS (SELECT * FROM {stats})
         SELECT coalesce(b.fam, d.fam) AS fam, coalesce(b.name, d.name) AS name, coalesce(b.ek, d.ek) AS ek,
                coalesce(b.n, 0) AS n0, CASE WHEN b.n = 1 THEN b.handle END AS h0,
                coalesce(b.n, 0) - coalesce(d.removed, 0) + coalesce(d.added, 0) AS n1,
@@ -235,43 +284,42 @@ def _stats(run: _Runner, base: str) -> None:
     if left:
         run("the one left", f"""UPDATE _d_stats SET h1 = r.h, p1 = r.p FROM (
               SELECT {FAMILY_SQL.format(l='s.language')} AS fam, s.name, k.ek, min(s.handle) AS h, min(s.path) AS p
-              FROM (SELECT * FROM {base}.symbols WHERE name IN (SELECT unnest($names))) s, {EDGE_KINDS}
+              FROM (SELECT * FROM {run.alias}.symbols WHERE name IN (SELECT unnest($names))) s, {EDGE_KINDS}
               WHERE s.path NOT IN (SELECT path FROM _d_over) AND {_fits()} GROUP BY ALL) r
             WHERE _d_stats.n1 = 1 AND _d_stats.added = 0 AND _d_stats.removed > 0
               AND r.fam = _d_stats.fam AND r.name = _d_stats.name AND r.ek = _d_stats.ek""", {"names": left})
 
 
-def _affected(run: _Runner, base: str, pkgs: list[str]) -> None:
+def _affected(run: _Runner, pkgs: list[str]) -> None:
     """``_aff_edges``: the union's edges whose resolution can differ from the base's — the
     set graph/edge_resolution.py ``_affected`` finds for a delta that keeps its paths: the
     changed paths' edges; the import edges of files importing a changed path; and the edges
     named like a changed symbol (before or after) whose file imports a changed path, is in
     its package (Go, Java: same directory and language — ``pkgs``; the package level reaches
     no other language) or whose name's uniqueness moved."""
-    run.table("changed paths' base symbols", "_d_removed", f"SELECT {SYMBOL_COLS} FROM {base}.symbols "
-              "WHERE path IN (SELECT unnest($p))", {"p": run.over})
+    removed = run.base("changed paths' base symbols", "symbols", SYMBOL_COLS, "path", run.over)
+    run.table("changed paths' base symbols", "_d_removed", f"SELECT {SYMBOL_COLS} FROM {removed}")
     run.table("names", "_d_names", f"""SELECT name, bool_or(changed) AS changed FROM (
           SELECT name, true AS changed FROM main.symbols UNION ALL SELECT name, true FROM _d_removed
           UNION ALL SELECT {EDGE_NAME_SQL.format(t='target')}, false FROM main.edges
             WHERE kind IN {er.kinds_sql(NAMED_KINDS)}) GROUP BY name""")
-    _stats(run, base)
+    _stats(run)
     run.table("moved names", "_d_moved", """SELECT DISTINCT s.name FROM _d_stats s SEMI JOIN _d_names n
         ON n.name = s.name AND n.changed WHERE s.h0 IS DISTINCT FROM (CASE WHEN s.n1 = 1 THEN s.h1 END)""")
     moved = [r[0] for r in run.fetch("moved names", "SELECT name FROM _d_moved")]
-    naming = (f"SELECT path, 'moved' FROM (SELECT path FROM {base}.edge_names WHERE name IN "
-              "(SELECT unnest($moved))) WHERE path NOT IN (SELECT path FROM _d_over)") if moved else NO_FILES
+    naming = (f"""SELECT path, 'moved' FROM {run.base('near files', 'edge_names', 'name, path', 'name', moved)}
+                  WHERE path NOT IN (SELECT path FROM _d_over)""") if moved else NO_FILES
+    importing = run.base("near files", "import_targets", "path, target_path", "target_path", run.over)
     near = run.fetch("near files", f"""
-        SELECT path, 'import' AS why FROM (SELECT path FROM {base}.import_targets
-          WHERE target_path IN (SELECT unnest($p))) WHERE path NOT IN (SELECT path FROM _d_over)
+        SELECT path, 'import' AS why FROM {importing} WHERE path NOT IN (SELECT path FROM _d_over)
         UNION {naming}
-        UNION SELECT path, 'package' FROM ({_by_key(base, 'pkgs', pkgs)})""",
-                     {"p": run.over, **({"pkgs": pkgs} if pkgs else {}), **({"moved": moved} if moved else {})})
+        UNION SELECT path, 'package' FROM ({_by_key(run, 'near files', pkgs)})""")
     run.table("near files", "_d_near", "SELECT unnest($p) AS path, unnest($w) AS why",
               {"p": [r[0] for r in near], "w": [r[1] for r in near]})
     near_edges = (f"""UNION ALL
         SELECT {EDGE_COLS} FROM (
           SELECT *, CASE WHEN kind <> 'imports' THEN {EDGE_NAME_SQL.format(t='target')} END AS name
-          FROM (SELECT {EDGE_COLS} FROM {base}.edges WHERE path IN (SELECT unnest($near)))
+          FROM {run.base('affected edges', 'edges', EDGE_COLS, 'path', sorted({r[0] for r in near}))}
           WHERE kind IN {er.kinds_sql(er.RESOLVED_KINDS)}) e
         WHERE (e.kind = 'imports' AND e.path IN (SELECT path FROM _d_near WHERE why = 'import'))
            OR (e.kind <> 'imports' AND e.name IN (SELECT name FROM _d_names WHERE changed)
@@ -279,27 +327,28 @@ def _affected(run: _Runner, base: str, pkgs: list[str]) -> None:
                     OR e.name IN (SELECT name FROM _d_moved)))""" if near else "")
     run.table("affected edges", "_aff_edges", f"""
         SELECT {EDGE_COLS} FROM main.edges
-          WHERE kind IN {er.kinds_sql(er.RESOLVED_KINDS)} {near_edges}""",
-              {"near": sorted({r[0] for r in near})} if near else None)
+          WHERE kind IN {er.kinds_sql(er.RESOLVED_KINDS)} {near_edges}""")
 
 
-def _resolve(run: _Runner, base: str) -> None:
+def _resolve(run: _Runner) -> None:
     """The resolution steps over ``_aff_edges``, reading the symbols of the files those
     edges' levels can reach (their own, the files they import, their package's for Go and
     Java) and the repository level from the keys (``_stats``)."""
+    aff = [r[0] for r in run.fetch("edge files", "SELECT DISTINCT path FROM _aff_edges ORDER BY path")]
+    files = run.base("edge files", "files", "path, language", "path", aff)
     run.table("edge files", "_d_files", f"""SELECT path, language FROM main.files UNION ALL
-        SELECT path, language FROM (SELECT path, language FROM {base}.files
-          WHERE path IN (SELECT DISTINCT path FROM _aff_edges)) WHERE path NOT IN (SELECT path FROM _d_over)""")
+        SELECT path, language FROM {files} WHERE path NOT IN (SELECT path FROM _d_over)""")
+    imps = run.base("their imports", "import_targets", "path, target, target_path, item", "path", aff)
     run.table("their imports", "_d_imp", f"""SELECT * FROM _imports UNION ALL
-        SELECT * FROM (SELECT path, target, target_path, item FROM {base}.import_targets
-          WHERE path IN (SELECT DISTINCT path FROM _aff_edges)) WHERE path NOT IN (SELECT path FROM _d_over)""")
+        SELECT path, target, target_path, item FROM {imps} WHERE path NOT IN (SELECT path FROM _d_over)""")
     pkgs = [r[0] for r in run.fetch("edge packages", f"SELECT DISTINCT {PKG_KEY.format(p='path', l='language')} "
                                     f"FROM _d_files WHERE language IN {PACKAGE_LANGS}")]
+    reach = [r[0] for r in run.fetch("reachable symbols", f"""SELECT path FROM _d_files
+        UNION SELECT target_path FROM _d_imp UNION SELECT path FROM ({_by_key(run, 'reachable symbols', pkgs)})
+        ORDER BY 1""")]
+    syms = run.base("reachable symbols", "symbols", SYMBOL_COLS, "path", reach)
     run.table("reachable symbols", "_d_sym", f"""SELECT {SYMBOL_COLS} FROM main.symbols UNION ALL
-        SELECT * FROM (SELECT {SYMBOL_COLS} FROM {base}.symbols WHERE path IN (
-            SELECT path FROM _d_files UNION SELECT target_path FROM _d_imp
-            UNION SELECT path FROM ({_by_key(base, 'pkgs', pkgs)}))) WHERE path NOT IN (SELECT path FROM _d_over)""",
-              {"pkgs": pkgs} if pkgs else None)
+        SELECT {SYMBOL_COLS} FROM {syms} WHERE path NOT IN (SELECT path FROM _d_over)""")
     for name, sql in er.resolution_steps("_d_sym", "_aff_edges", "_d_files", "_d_imp"):
         if name == "_r_uniq":  # the repository level from the keys, not from the rows read
             sql = "SELECT fam, name, ek, n1 AS n, h1 AS h, p1 AS p FROM _d_stats WHERE n1 > 0"

@@ -225,12 +225,16 @@ def index_rows(rows: Iterable[tuple[str, str, str]], imports: list[tuple[str, st
     first of its ``package_dirs`` that any such directory ends with (the lookup stops
     there). Every directory so named is among the rows (each file has its ``dirname:`` key),
     so the lookups see what they would see over every file."""
-    rows = list(rows)
+    keep: set[tuple[str, str]] = set()
+    by_dir: dict[str, list[tuple[str, str]]] = defaultdict(list)  # directory -> its rows found by its name
     by_name: dict[str, set[str]] = defaultdict(set)  # directory name -> directories found by it
-    for key, path, _lang in rows:
+    for key, path, lang in rows:
         if key.startswith("dirname:"):
-            d = posixpath.dirname(path)
-            by_name[posixpath.basename(d)].add(d)
+            d = path.rpartition("/")[0]  # posixpath.dirname of a relative path
+            by_dir[d].append((path, lang))
+            by_name[key[8:]].add(d)  # the key names the directory: its last part
+        else:
+            keep.add((path, lang))
     consulted: set[str] = set()
     for _p, lang, target in imports:
         rels = package_dirs(lang, target)
@@ -242,8 +246,8 @@ def index_rows(rows: Iterable[tuple[str, str, str]], imports: list[tuple[str, st
             if hits:
                 consulted |= hits
                 break
-    keep = {(path, lang) for key, path, lang in rows
-            if not key.startswith("dirname:") or posixpath.dirname(path) in consulted}
+    for d in consulted:
+        keep.update(by_dir[d])
     return sorted(keep)
 
 
