@@ -71,14 +71,16 @@ def run(tasks: list[PartitionTask], fn: Callable[[PartitionTask], dict[str, Any]
         if progress and futures:
             with contextlib.redirect_stdout(sys.stderr):
                 distributed.progress(futures, multi=False)
-        distributed.wait(futures)
-        out: list[tuple[str, dict[str, Any] | None, str | None]] = []
-        for t, f in zip(tasks, futures, strict=True):
+        # Results are fetched as tasks finish, while the workers go on (one result at a time
+        # after the last task, 1,000 round trips, left the workers idle meanwhile).
+        got: dict[str, tuple[dict[str, Any] | None, str | None]] = {}
+        for f, res in distributed.as_completed(futures, with_results=True, raise_errors=False):
             if f.status == "finished":
-                out.append((t.repository_id, f.result(), None))
+                got[f.key] = (res, None)
             elif f.status == "error":
-                exc = f.exception()
-                out.append((t.repository_id, None, f"{type(exc).__name__}: {exc}"))
+                exc = res[1] if isinstance(res, tuple) and len(res) == 3 else f.exception()
+                got[f.key] = (None, f"{type(exc).__name__}: {exc}")
             else:
-                out.append((t.repository_id, None, f"the task ended {f.status}"))
-        return out
+                got[f.key] = (None, f"the task ended {f.status}")
+        return [(t.repository_id, *got.get(f.key, (None, f"the task ended {f.status}")))
+                for t, f in zip(tasks, futures, strict=True)]
