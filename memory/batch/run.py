@@ -94,21 +94,24 @@ class BatchReport:
 
     def summary(self) -> dict[str, Any]:
         lines = self.memory_lines()
+        by_id: dict[str, list[dict[str, Any]]] = {}
+        by_project: dict[str, list[dict[str, Any]]] = {}
+        for m in lines:  # grouped once: a scan per repository was repositories × memories
+            by_id.setdefault(m["repository_id"], []).append(m)
+            by_project.setdefault(m.get("project") or "", []).append(m)
         by_repo = []
         for o in self.outcomes:
-            mine = [m for m in lines if m["repository_id"] == o.repository_id]
+            mine = by_id.get(o.repository_id, [])
             by_repo.append({"repository_id": o.repository_id,
                             "snapshot_id": o.result["snapshot_id"] if o.result else None,
                             "commit": o.result["commit"] if o.result else None,
                             "state": "failed" if o.error else "validated", "error": o.error, **_counts(mine)})
-        projects = sorted({m.get("project") or "" for m in lines})
         return {"checkpoint": self.checkpoint, "out": self.out, "scheduler": self.scheduler,
                 "seconds": round(self.seconds, 3), "repositories": len(self.outcomes),
                 "validated": len(self.outcomes) - len(self.failed),
                 "failed": [{"repository_id": o.repository_id, "error": o.error} for o in self.failed],
                 **_counts(lines), "by_repository": by_repo,
-                "by_project": [{"project": p, **_counts([m for m in lines if (m.get("project") or "") == p])}
-                               for p in projects]}
+                "by_project": [{"project": p, **_counts(by_project[p])} for p in sorted(by_project)]}
 
 
 def _counts(lines: list[dict[str, Any]]) -> dict[str, Any]:
