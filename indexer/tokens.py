@@ -70,25 +70,37 @@ def token_hash(language: str | None, data: bytes, start_byte: int, end_byte: int
                timeout_s: float = 5.0) -> str | None:
     """The token-sequence hash of ``data[start_byte:end_byte]`` parsed as part of the whole
     file, or None when tokens cannot decide (see the module docstring)."""
-    if language not in TOKEN_EXACT or not 0 <= start_byte <= end_byte <= len(data):
-        return None
+    return token_hashes(language, data, [(start_byte, end_byte)], timeout_s)[0]
+
+
+def token_hashes(language: str | None, data: bytes, spans: list[tuple[int, int]],
+                 timeout_s: float = 5.0) -> list[str | None]:
+    """``token_hash`` of each (start byte, end byte) of one file, the file parsed once (a
+    parse per fragment cost a validation or capture citing several symbols of a file one
+    whole-file parse each)."""
+    out: list[str | None] = [None] * len(spans)
+    wanted = [i for i, (start, end) in enumerate(spans) if 0 <= start <= end <= len(data)]
+    if language not in TOKEN_EXACT or not wanted:
+        return out
     try:
         tree = parse(language, data, timeout_s)
     except (ParseTimeout, ValueError):
-        return None
+        return out
     root = tree.root_node
     if root.has_error:
-        return None  # ERROR or MISSING anywhere: the parse may not be the code's meaning
-    try:
-        items = _canonical(language, data, root, start_byte, end_byte)
-    except _NotExact:
-        return None
-    h = hashlib.sha256()
-    h.update(f"{TOKEN_FORM}\0{language}\0".encode())
-    for item in items:
-        h.update(item)
-        h.update(b"\0")
-    return h.hexdigest()[:32]
+        return out  # ERROR or MISSING anywhere: the parse may not be the code's meaning
+    for i in wanted:
+        try:
+            items = _canonical(language, data, root, *spans[i])
+        except _NotExact:
+            continue
+        h = hashlib.sha256()
+        h.update(f"{TOKEN_FORM}\0{language}\0".encode())
+        for item in items:
+            h.update(item)
+            h.update(b"\0")
+        out[i] = h.hexdigest()[:32]
+    return out
 
 
 def _canonical(language: str, data: bytes, root: Node, start: int, end: int) -> list[bytes]:

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from citegraph.indexer.extract import parse
-from citegraph.indexer.tokens import token_hash
+from citegraph.indexer.tokens import token_hash, token_hashes
 from citegraph.validator import decisions
 from citegraph.validator.model import Observation, Observed, Receipt
 
@@ -206,3 +206,22 @@ def test_the_samples_have_what_the_strategies_vary():
         toks = leaves(language, src)
         assert sum(src[s:e] == b"," for s, e, _t in toks) >= 3, language
         assert any("string" in t for _s, _e, t in toks), language
+
+
+@pytest.mark.parametrize("language", sorted(FUNCTIONS))
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_the_hashes_of_several_spans_of_one_parse_equal_each_hashed_alone(language, data):
+    src = FUNCTIONS[language]
+    toks = leaves(language, src)
+    if data.draw(st.booleans()):
+        src = edit_one(language, src, data.draw)  # may not parse: every hash None then
+    # token edges (hashable spans), a byte inside a token (a span cutting it cannot be judged)
+    # and past the end (out of range)
+    edges = sorted({0, len(src), len(src) + 3} | {s for s, _e, _t in toks} | {e for _s, e, _t in toks}
+                   | {s + 1 for s, e, _t in toks if e - s > 1})
+    spans = data.draw(st.lists(st.tuples(st.sampled_from(edges), st.sampled_from(edges)), max_size=8))
+    got = token_hashes(language, src, spans)
+    assert got == [token_hash(language, src, s, e) for s, e in spans]
+    assert len(spans) < 3 or token_hashes(language, src, spans[::-1]) == got[::-1]
+

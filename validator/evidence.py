@@ -13,7 +13,7 @@ from citegraph.graph.snapshot_reader import Snapshot
 from citegraph.indexer.extract import blake3_hex, extract, name_offset
 from citegraph.indexer.languages import language_for_path
 from citegraph.indexer.paths import fs_path, stored_path
-from citegraph.indexer.tokens import token_hash
+from citegraph.indexer.tokens import token_hash, token_hashes
 from citegraph.validator import decisions
 from citegraph.validator.model import (
     AtHandleColumns,
@@ -360,11 +360,13 @@ def symbol_token_hashes(snap: Snapshot, handles: list[str]) -> dict[str, str | N
                  "JOIN files f ON f.path = s.path SEMI JOIN _cited c ON s.handle = c.h ORDER BY f.blob_id",
                  pa.table({"h": wanted}))
     out: dict[str, str | None] = {}
-    blob, data = None, None
+    by_blob: dict[tuple[str, str], list[tuple[str, int, int]]] = {}
     for handle, language, start, end, blob_id in rows:
-        if blob_id != blob:
-            blob, data = blob_id, snap.blob_bytes(blob_id)
-        out[handle] = token_hash(language, data, start, end) if data is not None else None
+        by_blob.setdefault((blob_id, language), []).append((handle, start, end))
+    for (blob_id, language), syms in by_blob.items():  # each file parsed once
+        data = snap.blob_bytes(blob_id)
+        hashes = token_hashes(language, data, [(s, e) for _h, s, e in syms]) if data is not None else [None] * len(syms)
+        out.update(zip((h for h, _s, _e in syms), hashes, strict=True))
     return out
 
 
