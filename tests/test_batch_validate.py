@@ -235,3 +235,24 @@ def test_the_engine_stays_at_the_edge():
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def _worker_profiles() -> bool:
+    import dask
+
+    return bool(dask.config.get("distributed.worker.profile.enabled"))
+
+
+def test_a_local_cluster_started_here_runs_its_workers_without_dasks_profiler():
+    """Dask samples each task's stack every 10 ms for a dashboard the cluster we start does
+    not serve; the workers of ``local[:N]`` run without it (and this process's config is
+    left as it was)."""
+    import dask
+
+    from citegraph.memory.batch import dask_engine
+
+    before = dask.config.get("distributed.worker.profile.enabled")
+    with dask_engine.client_for("local:1", 1) as client:
+        assert client.submit(_worker_profiles, pure=False).result() is False
+        assert list(client.run(lambda dask_worker: len(dask_worker.profile_history)).values()) == [0]
+    assert dask.config.get("distributed.worker.profile.enabled") == before

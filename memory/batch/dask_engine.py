@@ -20,6 +20,8 @@ from typing import Any
 from citegraph.indexer.errors import CitegraphError
 from citegraph.memory.batch.partition import PartitionTask
 
+LOCAL_CLUSTER_CONFIG = {"distributed.worker.profile.enabled": False}
+
 
 def _distributed() -> Any:
     try:
@@ -33,9 +35,16 @@ def _distributed() -> Any:
 @contextlib.contextmanager
 def local_cluster(workers: int) -> Iterator[Any]:
     """A ``LocalCluster`` of ``workers`` single-threaded worker processes (its
-    ``scheduler_address`` is what ``--scheduler`` attaches to)."""
-    cluster = _distributed().LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                          dashboard_address=None, silence_logs=logging.ERROR)
+    ``scheduler_address`` is what ``--scheduler`` attaches to). Its workers do not run
+    Dask's statistical profiler (a sample of the task's stack every 10 ms, for a dashboard
+    this cluster does not serve): it cost the partitions ≈ 15 % of their CPU
+    (bench/RESULTS.md). A user's own cluster keeps its own settings."""
+    import dask
+
+    distributed = _distributed()
+    with dask.config.set(LOCAL_CLUSTER_CONFIG):  # the nannies hand it to their workers
+        cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                           dashboard_address=None, silence_logs=logging.ERROR)
     try:
         yield cluster
     finally:
