@@ -152,6 +152,13 @@ class Snapshot:
         rows = self.dicts("SELECT * FROM files WHERE path = ?", [path])
         return rows[0] if rows else None
 
+    def files_at(self, paths: list[str]) -> dict[str, dict[str, Any]]:
+        """The rows of ``paths`` present in the snapshot, in one query (a capture's refs)."""
+        if not paths:
+            return {}
+        return {r["path"]: r for r in self.dicts("SELECT * FROM files WHERE path IN (SELECT unnest(?))",
+                                                 [sorted(set(paths))])}
+
     def symbols_in(self, path: str) -> list[dict[str, Any]]:
         return self.dicts("SELECT * FROM symbols WHERE path = ? ORDER BY start_byte, end_byte DESC", [path])
 

@@ -89,7 +89,8 @@ def capture_at(cur: CurrentState, parsed: list[ParsedRef], notes: list[str] | No
     if not cur.exact_current:
         raise not_current_error(cur)
     with Snapshot.open(cur.store, cur.snapshot_id, cur.repo) as snap:
-        resolved = with_dependencies(snap, [_resolve(p, cur, snap) for p in parsed])
+        known = snap.files_at([p.path for p in parsed if p.path])
+        resolved = with_dependencies(snap, [_resolve(p, cur, snap, known) for p in parsed])
     receipts: list[Receipt] = []
     kept: dict[tuple, Receipt] = {}
     for r in resolved:
@@ -110,8 +111,15 @@ def _base(p: ParsedRef, cur: CurrentState, row: dict) -> dict:
     }
 
 
-def _file_row(p: ParsedRef, path: str, cur: CurrentState, snap: Snapshot) -> dict:
-    row = snap.file(path)
+def _file_row(p: ParsedRef, path: str, cur: CurrentState, snap: Snapshot,
+              known: dict[str, dict] | None = None) -> dict:
+    """The file row a ref names, checked citable. ``known``: the rows read so far by path
+    (``Snapshot.files_at`` for a batch of refs; a row read here is added)."""
+    row = known.get(path) if known is not None else None
+    if row is None:
+        row = snap.file(path)
+        if row is not None and known is not None:
+            known[path] = row
     if row is None:
         near = suggest_paths(snap, path)
         hint = f"; closest: {', '.join(near)}" if near else ""
@@ -146,11 +154,11 @@ def _check_inside(p: ParsedRef, path: str, cur: CurrentState) -> None:
         raise bad_ref(p.ref, f"{path} resolves outside the repository", "cite a file inside it") from None
 
 
-def _resolve(p: ParsedRef, cur: CurrentState, snap: Snapshot) -> Receipt:
+def _resolve(p: ParsedRef, cur: CurrentState, snap: Snapshot, known: dict[str, dict] | None = None) -> Receipt:
     if p.kind == "symbol":
-        return _resolve_symbol(p, cur, snap)
+        return _resolve_symbol(p, cur, snap, known)
     assert p.path is not None
-    row = _file_row(p, p.path, cur, snap)
+    row = _file_row(p, p.path, cur, snap, known)
     fields = _base(p, cur, row)
     if p.kind == "span":
         data = snap.blob_bytes(row["blob_id"])
@@ -216,7 +224,7 @@ def pick_overload(stubs: list[bool]) -> int | None:
     return None
 
 
-def find_symbol(p: ParsedRef, cur: CurrentState, snap: Snapshot) -> dict:
+def find_symbol(p: ParsedRef, cur: CurrentState, snap: Snapshot, known: dict[str, dict] | None = None) -> dict:
     """The snapshot's symbol row a symbol ref names (a handle, or a locator with an
     optional ordinal; the implementation when the other definitions of the name are
     typing overload stubs); raises ``invalid-ref`` listing candidates otherwise."""
@@ -230,7 +238,7 @@ def find_symbol(p: ParsedRef, cur: CurrentState, snap: Snapshot) -> dict:
                           "find the current handle with `citegraph find NAME`")
     else:
         assert p.path is not None and p.qualified_name is not None
-        frow = _file_row(p, p.path, cur, snap)
+        frow = _file_row(p, p.path, cur, snap, known)
         in_file = snap.symbols_in(p.path)
         matches = [s for s in in_file if s["qualified_name"] == p.qualified_name]
         if p.ordinal is not None:
@@ -281,9 +289,9 @@ def skipped_why(row: dict) -> str:
     return f"skipped: {words}{size}"
 
 
-def _resolve_symbol(p: ParsedRef, cur: CurrentState, snap: Snapshot) -> Receipt:
-    sym = find_symbol(p, cur, snap)
-    row = _file_row(p, sym["path"], cur, snap)
+def _resolve_symbol(p: ParsedRef, cur: CurrentState, snap: Snapshot, known: dict[str, dict] | None = None) -> Receipt:
+    sym = find_symbol(p, cur, snap, known)
+    row = _file_row(p, sym["path"], cur, snap, known)
     fields = _base(p, cur, row)
     fields.update(
         start_line=sym["start_line"], end_line=sym["end_line"], handle=sym["handle"],
@@ -311,9 +319,10 @@ def resolve_each(cur: CurrentState, parsed: list[ParsedRef]) -> list[Receipt | N
         raise not_current_error(cur)
     out: list[Receipt | None] = []
     with Snapshot.open(cur.store, cur.snapshot_id, cur.repo) as snap:
+        known = snap.files_at([p.path for p in parsed if p.path])
         for p in parsed:
             try:
-                out.append(_resolve(p, cur, snap))
+                out.append(_resolve(p, cur, snap, known))
             except CitegraphError:
                 out.append(None)
         done = iter(with_dependencies(snap, [r for r in out if r is not None]))
