@@ -159,6 +159,16 @@ class Snapshot:
         return {r["path"]: r for r in self.dicts("SELECT * FROM files WHERE path IN (SELECT unnest(?))",
                                                  [sorted(set(paths))])}
 
+    def symbols_at(self, paths: list[str]) -> dict[str, list[dict[str, Any]]]:
+        """``symbols_in`` of each of ``paths`` (an empty list for a path without any), in one
+        query: a symbols scan costs the same for one path as for eight."""
+        out: dict[str, list[dict[str, Any]]] = {p: [] for p in sorted(set(paths))}
+        if out:
+            for r in self.dicts("SELECT * FROM symbols WHERE path IN (SELECT unnest(?)) "
+                                "ORDER BY path, start_byte, end_byte DESC", [list(out)]):
+                out[r["path"]].append(r)
+        return out
+
     def symbols_in(self, path: str) -> list[dict[str, Any]]:
         return self.dicts("SELECT * FROM symbols WHERE path = ? ORDER BY start_byte, end_byte DESC", [path])
 

@@ -344,19 +344,21 @@ def test_rewriting_text_without_refs_clears_citations(repo, home):
     assert (with_refs["cleared_citations"], len(with_refs["citations"])) == (0, 1)
 
 
-def test_a_batch_of_refs_reads_its_files_rows_in_one_query(shared, monkeypatch):
-    """The refs' files are read together (``Snapshot.files_at``), not one point read per ref
-    and again per symbol (each ≈ 2–4 ms on a 250k-file snapshot); a handle's file, unknown
-    before its symbol is found, is one of them here."""
+def test_a_batch_of_refs_reads_its_files_and_their_symbols_in_one_query_each(shared, monkeypatch):
+    """The refs' file rows are read together (``Snapshot.files_at``), and the symbols of the
+    files that symbol locators name (``symbols_at``): not a read per ref and again per symbol
+    (a symbols scan each on ruff, ≈ 9 ms); a handle's file, unknown before its symbol is
+    found, is one of them here."""
     from citegraph.graph.snapshot_reader import Snapshot
 
     repo, home = shared
     other = capture(home, repo.root, ["src/retry.py::RetryPolicy.reset"])[0]
     calls: list[tuple] = []
-    for name in ("file", "files_at"):
+    for name in ("file", "files_at", "symbols_in", "symbols_at"):
         real = getattr(Snapshot, name)
         monkeypatch.setattr(Snapshot, name, lambda self, arg, _r=real, _n=name: calls.append((_n, arg)) or _r(self, arg))
     got = capture(home, repo.root, ["src/retry.py::RetryPolicy.next_delay", "src/retry.py::helper",
                                     "src/retry.py#L4-L6", "src/temp.py", "src/temp.py::Temperature", other.handle])
     assert [r.path for r in got] == ["src/retry.py"] * 3 + ["src/temp.py"] * 2 + ["src/retry.py"]
-    assert calls == [("files_at", ["src/retry.py", "src/retry.py", "src/retry.py", "src/temp.py", "src/temp.py"])]
+    assert calls == [("files_at", ["src/retry.py", "src/retry.py", "src/retry.py", "src/temp.py", "src/temp.py"]),
+                     ("symbols_at", ["src/retry.py", "src/retry.py", "src/temp.py"])]
