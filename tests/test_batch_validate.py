@@ -237,22 +237,22 @@ def test_the_engine_stays_at_the_edge():
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
 
 
-def _worker_profiles() -> bool:
+def _worker_settings() -> tuple:
     import dask
 
-    return bool(dask.config.get("distributed.worker.profile.enabled"))
+    return (dask.config.get("distributed.worker.profile.enabled"), dask.config.get("distributed.admin.tick.interval"))
 
 
 def test_a_local_cluster_started_here_runs_its_workers_without_dasks_profiler():
     """Dask samples each task's stack every 10 ms for a dashboard the cluster we start does
-    not serve; the workers of ``local[:N]`` run without it (and this process's config is
-    left as it was)."""
+    not serve, and wakes every 20 ms to watch its event loop; the workers of ``local[:N]``
+    run without the one and with a 1 s tick (and this process's config is left as it was)."""
     import dask
 
     from citegraph.memory.batch import dask_engine
 
     before = dask.config.get("distributed.worker.profile.enabled")
     with dask_engine.client_for("local:1", 1) as client:
-        assert client.submit(_worker_profiles, pure=False).result() is False
+        assert client.submit(_worker_settings, pure=False).result() == (False, "1s")
         assert list(client.run(lambda dask_worker: len(dask_worker.profile_history)).values()) == [0]
     assert dask.config.get("distributed.worker.profile.enabled") == before

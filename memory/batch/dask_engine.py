@@ -20,7 +20,15 @@ from typing import Any
 from citegraph.indexer.errors import CitegraphError
 from citegraph.memory.batch.partition import PartitionTask
 
-LOCAL_CLUSTER_CONFIG = {"distributed.worker.profile.enabled": False}
+# The clusters ``local[:N]`` starts: no statistical profiler (a stack sample of the running
+# task every 10 ms, for a dashboard these clusters do not serve), and the periodic loops of
+# each scheduler, nanny and worker process slowed from every 20 ms (event-loop tick), 100 ms
+# (memory monitor) and 500 ms (system monitor) — on a machine whose cores the workers fill,
+# each wake takes the GIL from a running task (bench/RESULTS.md, "Stop 32").
+LOCAL_CLUSTER_CONFIG = {"distributed.worker.profile.enabled": False,
+                        "distributed.admin.tick.interval": "1s",
+                        "distributed.worker.memory.monitor-interval": "1s",
+                        "distributed.admin.system-monitor.interval": "5s"}
 
 
 def _distributed() -> Any:
@@ -35,10 +43,8 @@ def _distributed() -> Any:
 @contextlib.contextmanager
 def local_cluster(workers: int) -> Iterator[Any]:
     """A ``LocalCluster`` of ``workers`` single-threaded worker processes (its
-    ``scheduler_address`` is what ``--scheduler`` attaches to). Its workers do not run
-    Dask's statistical profiler (a sample of the task's stack every 10 ms, for a dashboard
-    this cluster does not serve): it cost the partitions ≈ 15 % of their CPU
-    (bench/RESULTS.md). A user's own cluster keeps its own settings."""
+    ``scheduler_address`` is what ``--scheduler`` attaches to), run with
+    ``LOCAL_CLUSTER_CONFIG``. A user's own cluster keeps its own settings."""
     import dask
 
     distributed = _distributed()
