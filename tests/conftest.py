@@ -15,8 +15,10 @@ from service_helpers import ServeProc  # noqa: E402
 
 from citegraph.graph.store import Home  # noqa: E402
 
+# CI's profile: 20 examples (was 25 until CI's machine ran the suite in 22-23 min of its 30);
+# HYPOTHESIS_PROFILE=slow explores 400.
 settings.register_profile(
-    "ci", max_examples=25, derandomize=True, deadline=None,
+    "ci", max_examples=20, derandomize=True, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 settings.register_profile(
