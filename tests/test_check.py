@@ -492,3 +492,21 @@ def test_json_outputs_match_the_schema(world, make_repo, home):
     for d in docs:
         v.validate(d)
     assert {d["status"] for d in docs} == {"findings", "clean", "unknown"}
+
+
+def test_project_selects_only_that_projects_memories_and_counts(make_repo, home):
+    """``--project``: the memories of other projects citing the same changed code are neither
+    findings nor counted; a forgotten memory is not either."""
+    r = make_repo("proj")
+    r.write("src/a.py", "def a():\n    return 1\n")
+    r.commit("c1")
+    index(r, home)
+    mine = cite(home, r, "src/a.py::a", topic="t", project="mine")
+    cite(home, r, "src/a.py::a", "src/a.py", topic="t", project="theirs")
+    r.write("src/a.py", "def a():\n    return 2\n")
+    r.commit("edit")
+    both = chk.run_check(home, base="HEAD~1", repo_path=r.root)
+    assert sorted(f.rule for f in both.findings) == ["changed", "changed", "changed"]
+    rep = chk.run_check(home, base="HEAD~1", repo_path=r.root, project="mine")
+    assert [(f.memory["id"], f.rule) for f in rep.findings] == [(mine["id"], "changed")]
+    assert (rep.counts["memories"], rep.counts["citations"], rep.counts["affected_citations"]) == (1, 1, 1)

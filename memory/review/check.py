@@ -314,7 +314,7 @@ def _affected_memories(ms: MemoryStore, repo: Any, hsnap: Snapshot, rid: str, pr
     keys: list[tuple[str, str]] = []
     cols = ", ".join(("memory_id", "position", *RECEIPT_FIELDS))
     if touched.everything is not None:
-        hit = f"SELECT {cols} FROM ({cur})"
+        rows = con.execute(f"SELECT {cols} FROM ({cur}) ORDER BY memory_id, position", params).fetchall()
     else:
         keys = [("path", p) for p in touched.paths] + [("blob", b) for b in touched.blobs]
         keys += [("frag", f) for f in touched.fragments] + [("body", b) for b in touched.bodies]
@@ -322,28 +322,7 @@ def _affected_memories(ms: MemoryStore, repo: Any, hsnap: Snapshot, rid: str, pr
         keys += [("name", "\0".join(h)) for h in touched.uncovered_names]
         if not keys:
             return [], counts, touched
-        # Only the citation rows matching a key (a memory's other citations are untouched).
-        # (materialised: the five lookups below read it; inlined, each joins it again)
-        hit = f"""WITH cur AS MATERIALIZED ({cur})
-            SELECT {cols} FROM cur WHERE path IN (SELECT v FROM _check_keys WHERE k = 'path')
-            UNION SELECT {cols} FROM cur WHERE kind <> 'symbol'
-                AND blob_id IN (SELECT v FROM _check_keys WHERE k = 'blob')
-            UNION SELECT {cols} FROM cur WHERE kind = 'span'
-                AND path IN (SELECT v FROM _check_keys WHERE k = 'gone')
-            UNION SELECT {cols} FROM cur WHERE kind = 'symbol' AND deps IS NOT NULL AND EXISTS (
-                SELECT 1 FROM _check_keys k WHERE k.k IN ('path', 'frag') AND contains(cur.deps, '"' || k.v || '"'))
-            UNION SELECT {cols} FROM cur WHERE kind = 'symbol' AND (
-                fragment_hash IN (SELECT v FROM _check_keys WHERE k = 'frag')
-                OR body_hash IN (SELECT v FROM _check_keys WHERE k = 'body')
-                OR concat_ws(chr(0), language, symbol_kind, qualified_name) IN
-                    (SELECT v FROM _check_keys WHERE k = 'qname')
-                OR concat_ws(chr(0), language, name) IN (SELECT v FROM _check_keys WHERE k = 'name'))"""
-    con.register("_check_keys", pa.table({"k": pa.array([k for k, _ in keys], pa.string()),
-                                          "v": pa.array([v for _, v in keys], pa.string())}))
-    try:
-        rows = con.execute(f"SELECT * FROM ({hit}) ORDER BY memory_id, position", params).fetchall()
-    finally:
-        con.unregister("_check_keys")
+        rows = _rows_matching(con, keys, cols, params, project)
     if not rows:
         return [], counts, touched
     ids = sorted({r[0] for r in rows})
@@ -358,6 +337,45 @@ def _affected_memories(ms: MemoryStore, repo: Any, hsnap: Snapshot, rid: str, pr
     for row in rows:
         by_id[row[0]].citations.append(Receipt(**dict(zip(RECEIPT_FIELDS, row[2:], strict=True))))
     return mems, counts, touched
+
+
+def _k(kind: str) -> str:
+    return f"(SELECT v FROM _check_keys WHERE k = '{kind}')"
+
+
+# The citation rows a key matches (a memory's other citations are untouched), by row id:
+# first the narrow key columns are filtered (hash semi-joins against the diff's keys; the
+# dependency records are searched only in the rows that have them), then only the matching
+# rows are read whole and kept when their memory is active at that revision. Reading the
+# current citations whole first cost ≈ 100 ms at 40k citations on ruff; this ≈ 40.
+_MATCHING = (f"""SELECT rowid FROM citations c WHERE repository_id = $rid AND (
+    path IN {_k('path')}
+    OR (kind <> 'symbol' AND blob_id IN {_k('blob')})
+    OR (kind = 'span' AND path IN {_k('gone')})
+    OR (kind = 'symbol' AND (fragment_hash IN {_k('frag')} OR body_hash IN {_k('body')}
+        OR concat_ws(chr(0), language, symbol_kind, qualified_name) IN {_k('qname')}
+        OR concat_ws(chr(0), language, name) IN {_k('name')})))""",
+             """SELECT rowid FROM citations c WHERE repository_id = $rid AND kind = 'symbol' AND deps IS NOT NULL
+    AND EXISTS (SELECT 1 FROM _check_keys k WHERE k.k IN ('path', 'frag') AND contains(c.deps, '"' || k.v || '"'))""")
+
+
+def _rows_matching(con: Any, keys: list[tuple[str, str]], cols: str, params: dict[str, Any],
+                   project: str | None) -> list[tuple]:
+    con.register("_check_keys", pa.table({"k": pa.array([k for k, _ in keys], pa.string()),
+                                          "v": pa.array([v for _, v in keys], pa.string())}))
+    con.execute("BEGIN TRANSACTION")  # one view of the table: the row ids of both reads agree
+    try:
+        ids = sorted({i for q in _MATCHING for (i,) in con.execute(q, {"rid": params["rid"]}).fetchall()})
+        if not ids:
+            return []
+        active = "SELECT id, revision FROM memories WHERE status = 'active'" + (
+            " AND project = $project" if project else "")
+        return con.execute(f"SELECT {cols} FROM citations WHERE rowid IN (SELECT unnest($ids::BIGINT[])) "
+                           f"AND (memory_id, revision) IN ({active}) ORDER BY memory_id, position",
+                           {**({"project": project} if project else {}), "ids": ids}).fetchall()
+    finally:
+        con.execute("ROLLBACK")  # a read: nothing to commit
+        con.unregister("_check_keys")
 
 
 def _classify(rep: CheckReport, repo: Any, mems: list[Memory], items: list[pipeline.MemoryInput],
