@@ -45,6 +45,7 @@ from citegraph.graph.checkpoint_manifest import (
 from citegraph.graph.identity import HEX32, history
 from citegraph.graph.schema import (
     IMPORT_TARGETS_LAYOUT,
+    RESOLVED_EDGES_INDEXES,
     SNAPSHOT_INDEXES,
     SNAPSHOT_SCHEMA_VERSION,
     SNAPSHOT_TABLES,
@@ -239,6 +240,7 @@ def _write(rs: RepoStore, checked: CheckedSnapshot, op: str) -> int:
         for t in SNAPSHOT_TABLES:
             writer.copy(t.name, f"SELECT {', '.join(t.names)} FROM read_parquet({sql_str(checked.paths[t.name])})")
         out.execute(SNAPSHOT_INDEXES)
+        out.execute(RESOLVED_EDGES_INDEXES)
         delta_resolution.write_keys(out)  # derived from the rows, never exported
         facts_cache.attach(out, rs)
         known = facts_cache.lookup(out, [(b, lang) for b, lang, _ in checked.facts])

@@ -42,7 +42,7 @@ from citegraph.graph import delta_resolution
 from citegraph.graph.build_hooks import NO_HOOKS, BuildHooks, BuildStats, checkpoint
 from citegraph.graph.build_inventory import TRANSIENT_REASONS, in_tree
 from citegraph.graph.build_publish import cleanup_tmp, op_token, publish_file, tmp_path
-from citegraph.graph.schema import IMPORT_TARGETS_LAYOUT, SNAPSHOT_INDEXES
+from citegraph.graph.schema import IMPORT_TARGETS_LAYOUT, RESOLVED_EDGES_INDEXES, SNAPSHOT_INDEXES
 from citegraph.graph.snapshot_reader import read_parquet_tables
 from citegraph.graph.snapshot_writer import SnapshotWriter, close_snapshot, open_snapshot, sql_str
 from citegraph.graph.store import RepoStore
@@ -159,6 +159,7 @@ def _write_full(rs: RepoStore, entry: dict[str, Any], base: dict[str, Any], tmp:
         # Derived rows recomputed over the union now held whole (what a clean build writes).
         delta_resolution.resolve_snapshot(out, None)
         out.execute(SNAPSHOT_INDEXES)
+        out.execute(RESOLVED_EDGES_INDEXES)
         out.execute("DETACH base")
         close_snapshot(out, tmp, "duckdb")
     finally:

@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-
 from citegraph.graph.snapshot_reader import Snapshot
 
 if TYPE_CHECKING:  # networkx is imported where a graph is built: validating never builds one
@@ -32,31 +30,31 @@ TARGET_TIERS = ("resolved", "name-only")
 SYMBOL_INFO = ("handle", "path", "language", "kind", "name", "qualified_name", "ordinal", "start_line",
                "end_line", "fragment_hash")
 
-# Steps, not one join: resolved_edges of a delta is a layered view, and a semi join against
-# it does not push down into the base's rows (4x slower on ruff); ``IN (subquery)`` does.
-_NESTED_SQL = """
-SELECT c.h, src.handle, root.path, root.start_byte, root.end_byte FROM _roots c
-JOIN symbols root ON root.handle = c.h
-JOIN symbols src ON src.path = root.path AND src.start_byte >= root.start_byte AND src.end_byte <= root.end_byte
-"""
+# Lookups by key lists (``IN (SELECT unnest($k))``), not joins with a registered table:
+# resolved_edges of a delta is a layered view, and a semi join against it does not push
+# down into the base's rows (4x slower on ruff); an IN list does, and up to 50 keys DuckDB
+# reads it through the table's index. A symbol's edges are read by its file — the symbols
+# nested in it are in that file, and so are their edges (resolved_edges.path is the source's
+# file; resolved_edges_path, graph/schema.py, indexes it) — and kept by handle here: on the
+# 250k-file monorepo (6M resolved edges) the edges of 8 symbols by handle cost 213-307 ms a
+# query, by their files 7 ms.
+_SPANS_SQL = "SELECT handle, path, start_byte, end_byte FROM symbols WHERE handle IN (SELECT unnest($k))"
+_IN_FILES_SQL = "SELECT handle, path, start_byte, end_byte FROM symbols WHERE path IN (SELECT unnest($k))"
 _EDGES_SQL = """
-SELECT r.{near}, r.{far}, r.kind, r.tier, r.line FROM resolved_edges r
-WHERE r.{near} IN (SELECT h FROM _roots) AND r.tier IN ('resolved', 'name-only') AND r.kind <> 'imports'
+SELECT {near}, {far}, kind, tier, line FROM resolved_edges
+WHERE {near_path} IN (SELECT unnest($k)) AND tier IN ('resolved', 'name-only') AND kind <> 'imports'
 """
+_OUT_SQL = _EDGES_SQL.format(near="source_handle", far="target_handle", near_path="path")
+_IN_SQL = _EDGES_SQL.format(near="target_handle", far="source_handle", near_path="target_path")
 
 
-def _with_roots(snap: Snapshot, handles: Iterable[str], sql: str) -> list[tuple]:
-    snap.con.register("_roots", pa.table({"h": pa.array(sorted(set(handles)), pa.string())}))
-    try:
-        return snap.con.execute(sql).fetchall()
-    finally:
-        snap.con.unregister("_roots")
+def _by_keys(snap: Snapshot, sql: str, keys: Iterable[str | None]) -> list[tuple]:
+    """The rows of ``sql`` for the key list ``$k`` (the distinct non-null ``keys``)."""
+    return snap.con.execute(sql, {"k": sorted({k for k in keys if k is not None})}).fetchall()
 
 
-def _spans(snap: Snapshot, handles: Iterable[str]) -> dict[str, tuple[str, int, int]]:
-    return {r[0]: (r[1], r[2], r[3]) for r in _with_roots(
-        snap, handles, "SELECT s.handle, s.path, s.start_byte, s.end_byte FROM symbols s SEMI JOIN _roots c "
-                       "ON s.handle = c.h")}
+def _spans(snap: Snapshot, handles: Iterable[str | None]) -> dict[str, tuple[str, int, int]]:
+    return {r[0]: (r[1], r[2], r[3]) for r in _by_keys(snap, _SPANS_SQL, handles)}
 
 
 def _inside(span: tuple[str, int, int] | None, root: tuple[str, int, int]) -> bool:
@@ -82,16 +80,19 @@ def _grouped(rows: list[tuple[str, str, str, str, int]]) -> dict[str, list[tuple
 def out_edges(snap: Snapshot, handles: Iterable[str]) -> dict[str, list[tuple[str, str, str, int]]]:
     """{handle: [(target handle, edge kind, tier, first line)]} in source order: the edges
     of each symbol and of the symbols nested in it, to targets outside it."""
-    nested = _with_roots(snap, handles, _NESTED_SQL)
-    owner: dict[str, list[str]] = {}
-    roots: dict[str, tuple[str, int, int]] = {}
-    for root, src, path, start, end in nested:
-        owner.setdefault(src, []).append(root)
-        roots[root] = (path, start, end)
-    if not owner:
+    roots = _spans(snap, handles)
+    if not roots:
         return {}
-    edges = _with_roots(snap, owner, _EDGES_SQL.format(near="source_handle", far="target_handle"))
-    spans = _spans(snap, {e[1] for e in edges})
+    by_path: dict[str, list[tuple[str, int, int]]] = {}
+    for root, (path, start, end) in roots.items():
+        by_path.setdefault(path, []).append((root, start, end))
+    owner: dict[str, list[str]] = {}  # each symbol of the roots' files -> the roots holding it
+    for src, path, start, end in _by_keys(snap, _IN_FILES_SQL, by_path):
+        for root, r0, r1 in by_path[path]:
+            if start >= r0 and end <= r1:
+                owner.setdefault(src, []).append(root)
+    edges = [e for e in _by_keys(snap, _OUT_SQL, by_path) if e[0] in owner]
+    spans = _spans(snap, (e[1] for e in edges))
     rows = [(root, t, k, tier, line) for src, t, k, tier, line in edges if t in spans
             for root in owner[src] if not _inside(spans[t], roots[root])]
     return _grouped(rows)
@@ -100,19 +101,20 @@ def out_edges(snap: Snapshot, handles: Iterable[str]) -> dict[str, list[tuple[st
 def in_edges(snap: Snapshot, handles: Iterable[str]) -> dict[str, list[tuple[str, str, str, int]]]:
     """{handle: [(source handle, edge kind, tier, first line)]}: who calls/references/
     inherits each symbol directly (from outside it)."""
-    hs = list(handles)
-    roots = _spans(snap, hs)
-    edges = _with_roots(snap, hs, _EDGES_SQL.format(near="target_handle", far="source_handle"))
-    spans = _spans(snap, {e[1] for e in edges})
+    roots = _spans(snap, handles)
+    if not roots:
+        return {}
+    edges = [e for e in _by_keys(snap, _IN_SQL, (r[0] for r in roots.values())) if e[0] in roots]
+    spans = _spans(snap, (e[1] for e in edges))
     rows = [(t, src, k, tier, line) for t, src, k, tier, line in edges
-            if t in roots and src in spans and not _inside(spans[src], roots[t])]
+            if src in spans and not _inside(spans[src], roots[t])]
     return _grouped(rows)
 
 
 def symbol_info(snap: Snapshot, handles: Iterable[str]) -> dict[str, dict[str, Any]]:
     """The locator fields of each handle present in the snapshot."""
-    rows = _with_roots(snap, handles, f"SELECT {', '.join('s.' + c for c in SYMBOL_INFO)} FROM symbols s "
-                                      "SEMI JOIN _roots c ON s.handle = c.h")
+    rows = _by_keys(snap, f"SELECT {', '.join(SYMBOL_INFO)} FROM symbols WHERE handle IN (SELECT unnest($k))",
+                    handles)
     return {r[0]: dict(zip(SYMBOL_INFO, r, strict=True)) for r in rows}
 
 

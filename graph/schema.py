@@ -121,6 +121,14 @@ CREATE INDEX symbols_path ON symbols(path);
 CREATE INDEX damage_path ON damage(path);
 CREATE INDEX edges_path ON edges(path);
 """
+# The resolved edges by their source's path (graph/graph_view.py reads a symbol's edges by
+# its file): created once the rows are written — a build resolves after the tables above
+# are indexed. Without it a capture's dependency walk scans every resolved edge (250k-file
+# monorepo: 6M rows, ≈ 45 ms a level, 8 files; 7 ms with it). Snapshots written before it
+# read the same rows by a scan.
+RESOLVED_EDGES_INDEXES = """
+CREATE INDEX resolved_edges_path ON resolved_edges(path);
+"""
 # A full snapshot's derived tables, indexed where a delta looks them up (graph/delta_resolution.py).
 RESOLUTION_KEY_INDEXES = """
 CREATE INDEX import_targets_path ON import_targets(path);

@@ -34,7 +34,7 @@ from citegraph.graph.build_target import BuildTarget, resolve_target, snapshot_i
 from citegraph.graph.delta_plan import Plan, base_symbol_count, plan
 from citegraph.graph.extract_pool import Extracted, Job, default_workers, extract_all, extract_job
 from citegraph.graph.identity import note_clone
-from citegraph.graph.schema import SNAPSHOT_INDEXES, SNAPSHOT_SCHEMA_VERSION
+from citegraph.graph.schema import RESOLVED_EDGES_INDEXES, SNAPSHOT_INDEXES, SNAPSHOT_SCHEMA_VERSION
 from citegraph.graph.snapshot_writer import SnapshotWriter, close_snapshot, open_snapshot
 from citegraph.graph.snapshot_writer import connect as writer_connect
 from citegraph.graph.snapshot_writer import release as release_connection
@@ -162,7 +162,8 @@ def _assemble(target: BuildTarget, rs: RepoStore, stats: BuildStats, progress: P
         new_keys = _fill(need, target, p.contents, writer, stats, progress, jobs, len(rows), pool_context)
         writer.finish_rows()
         checkpoint("write", stats, hooks)
-        summary = _write_tables(target, p, writer, index=container == "duckdb")
+        index = container == "duckdb" and (p.base is None or len(rows) > INDEX_MIN_ROWS)
+        summary = _write_tables(target, p, writer, index=index)
         # A full snapshot keeps its rows; the cache points there (graph/facts_cache.py).
         facts_cache.remember(out, new_keys, source=None if p.base else target.snapshot_id)
         if p.base:
@@ -171,6 +172,8 @@ def _assemble(target: BuildTarget, rs: RepoStore, stats: BuildStats, progress: P
         # Derived rows (resolved edges, import targets) over the union the readers will see.
         delta_resolution.resolve_snapshot(out, rs.snapshot_path(p.base["snapshot_id"]) if p.base else None,
                                           hooks.statement)
+        if index:
+            out.execute(RESOLVED_EDGES_INDEXES)
         close_snapshot(out, tmp, container)
     finally:
         release_connection(out)
@@ -214,7 +217,7 @@ def _write_tables(target: BuildTarget, p: Plan, writer: SnapshotWriter, index: b
     else:
         total, n_symbols, n_files = own_sum, own_symbols, len(rows)
     content_id = inv.content_id(total)
-    if index and (p.base is None or len(rows) > INDEX_MIN_ROWS):
+    if index:
         out.execute(SNAPSHOT_INDEXES)
     meta = {
         "snapshot_id": target.snapshot_id, "repository_id": target.identity.repository_id,
