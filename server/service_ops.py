@@ -114,16 +114,18 @@ def graph(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
 
 def remember(svc: Service, args: dict[str, Any]) -> dict[str, Any]:
     from citegraph.memory import api
+    from citegraph.memory.lifecycle.store import MemoryStore
 
     text = _str(args, "text")
     if text is None:
         raise CitegraphError("request argument text is missing", "", code=2, kind="usage")
-    return api.remember(svc.home, text, repo=_str(args, "repo") or ".", refs=_strs(args, "refs") or [],
-                        kind=_str(args, "kind") or "durable", project=_str(args, "project") or "default",
-                        topic=_str(args, "topic"), author=_str(args, "author"), agent_id=_str(args, "agent_id"),
-                        session_id=_str(args, "session_id"), supersedes=_str(args, "supersedes"),
-                        source_commit=_str(args, "source_commit"), cwd=_str(args, "cwd"),
-                        source=svc.source(wait_s=_wait(args, svc.read_wait_s)))
+    with MemoryStore.kept_open(svc.home):  # capture, then the write: one connection
+        return api.remember(svc.home, text, repo=_str(args, "repo") or ".", refs=_strs(args, "refs") or [],
+                            kind=_str(args, "kind") or "durable", project=_str(args, "project") or "default",
+                            topic=_str(args, "topic"), author=_str(args, "author"),
+                            agent_id=_str(args, "agent_id"), session_id=_str(args, "session_id"),
+                            supersedes=_str(args, "supersedes"), source_commit=_str(args, "source_commit"),
+                            cwd=_str(args, "cwd"), source=svc.source(wait_s=_wait(args, svc.read_wait_s)))
 
 
 def _depth(args: dict[str, Any]) -> int:

@@ -174,3 +174,49 @@ def test_a_request_that_changes_nothing_opens_no_memory_store(repo, home, run_cl
         assert service_ops.validate(svc, args)["memories"] == []
     finally:
         svc.close()
+
+
+def test_remember_in_the_service_connects_to_the_store_once_across_a_long_capture(repo, home, monkeypatch):
+    """remember captures, then writes: in the service (connections linger) the store is held
+    for the whole request, so a capture longer than the linger does not close the connection
+    (with its checkpoint) and reopen it per request; a one-shot process holds nothing."""
+    import time as _time
+
+    from citegraph.memory.lifecycle.store import MemoryStore
+    from citegraph.server import service_ops
+    from citegraph.server.service import Service
+    from citegraph.validator import capture as capture_mod
+
+    repo.write("a.py", PY)
+    repo.commit("c1")
+    svc = Service(home, debounce_ms=5, pool_context="fork")
+    svc.start()
+    try:
+        svc.register(repo.root)
+        args = {"text": "f returns one", "repo": str(repo.root), "refs": ["a.py::f"], "wait_s": 30}
+        service_ops.remember(svc, args)  # creates the store
+        opens = []
+        real_connect, real_capture = MemoryStore._connect.__func__, capture_mod.capture
+
+        def counting(cls, *a, **kw):
+            opens.append(1)
+            return real_connect(cls, *a, **kw)
+
+        def slow_capture(*a, **kw):  # a capture that outlasts the linger (0.25 s)
+            _time.sleep(0.4)
+            return real_capture(*a, **kw)
+
+        monkeypatch.setattr(MemoryStore, "_connect", classmethod(counting))
+        monkeypatch.setattr("citegraph.memory.api.capture", slow_capture)
+        MemoryStore.keep_open_between_calls(0.0)
+        MemoryStore.keep_open_between_calls(0.25)
+        for _ in range(3):
+            service_ops.remember(svc, args)
+        assert len(opens) == 1, opens  # held through each capture; the next request follows within the linger
+        MemoryStore.keep_open_between_calls(0.0)  # a one-shot process: kept_open holds nothing
+        opens.clear()
+        with MemoryStore.kept_open(home):
+            assert opens == []
+    finally:
+        MemoryStore.keep_open_between_calls(0.25)
+        svc.close()

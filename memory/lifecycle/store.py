@@ -334,6 +334,30 @@ class MemoryStore:
             if want_rw:
                 gate.writer.release()
 
+    @classmethod
+    @contextmanager
+    def kept_open(cls, home: Home) -> Iterator[None]:
+        """In a process whose connections linger (the service): hold this process's
+        connection to the store for a whole request whose store calls are apart by more
+        than the linger — remember captures first (hundreds of ms on a large repository),
+        then writes — so it is not closed (with a checkpoint) and reopened per request
+        (250k-file monorepo: ≈ 55 ms connect + ≈ 60 ms close). Holds nothing in a one-shot
+        process, for a store not yet created, or when the store cannot be opened at once."""
+        gate, cur = None, None
+        if _Gate.linger_s > 0 and home.memory_db.exists():
+            gate = _gate(home.memory_db)
+            deadline = time.monotonic() + 0.05
+            try:
+                cur = gate.enter(False, deadline, lambda rw: cls._connect(home, rw, deadline))
+            except (CitegraphError, duckdb.Error, OSError):
+                cur = None
+        try:
+            yield
+        finally:
+            if cur is not None and gate is not None:
+                cur.close()
+                gate.leave()
+
     @staticmethod
     def keep_open_between_calls(seconds: float) -> None:
         """For a long-running process (the service): keep this process's connection to a
