@@ -10,7 +10,7 @@ fragment hash already). Only targets with a handle count: tier ``resolved`` or
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING, Any
 
 from citegraph.graph.snapshot_reader import Snapshot
@@ -40,17 +40,26 @@ SYMBOL_INFO = ("handle", "path", "language", "kind", "name", "qualified_name", "
 # query, by their files 7 ms.
 _SPANS_SQL = "SELECT handle, path, start_byte, end_byte FROM symbols WHERE handle IN (SELECT unnest($k))"
 _IN_FILES_SQL = "SELECT handle, path, start_byte, end_byte FROM symbols WHERE path IN (SELECT unnest($k))"
-_EDGES_SQL = """
-SELECT {near}, {far}, kind, tier, line FROM resolved_edges
-WHERE {near_path} IN (SELECT unnest($k)) AND tier IN ('resolved', 'name-only') AND kind <> 'imports'
-"""
+# (tier and kind are filtered here, in Python: any further predicate turns DuckDB's index
+# scan into a scan of the table — 13 -> 163 ms for 8 files on the monorepo)
+_EDGES_SQL = "SELECT {near}, {far}, kind, tier, line FROM resolved_edges WHERE {near_path} IN (SELECT unnest($k))"
+_INDEX_KEYS = 48  # keys per lookup: DuckDB scans the whole table for a longer IN list
+_MAX_LOOKUPS = 20  # more keys than 20 lookups hold are read in one scan
 _OUT_SQL = _EDGES_SQL.format(near="source_handle", far="target_handle", near_path="path")
 _IN_SQL = _EDGES_SQL.format(near="target_handle", far="source_handle", near_path="target_path")
 
 
 def _by_keys(snap: Snapshot, sql: str, keys: Iterable[str | None]) -> list[tuple]:
-    """The rows of ``sql`` for the key list ``$k`` (the distinct non-null ``keys``)."""
-    return snap.con.execute(sql, {"k": sorted({k for k in keys if k is not None})}).fetchall()
+    """The rows of ``sql`` for the key list ``$k`` (the distinct non-null ``keys``), in
+    index-sized lookups (80 files' edges on the monorepo: one 286 ms scan, two lookups ≈ 50 ms)."""
+    ks = sorted({k for k in keys if k is not None})
+    step = _INDEX_KEYS if len(ks) <= _INDEX_KEYS * _MAX_LOOKUPS else max(len(ks), 1)
+    return [row for i in range(0, len(ks), step) for row in snap.con.execute(sql, {"k": ks[i:i + step]}).fetchall()]
+
+
+def _edges(snap: Snapshot, sql: str, paths: Iterable[str], near: Collection[str]) -> list[tuple]:
+    """The resolved or name-only edges (not imports) read by file whose near end is in ``near``."""
+    return [e for e in _by_keys(snap, sql, paths) if e[0] in near and e[3] in TARGET_TIERS and e[2] != "imports"]
 
 
 def _spans(snap: Snapshot, handles: Iterable[str | None]) -> dict[str, tuple[str, int, int]]:
@@ -91,7 +100,7 @@ def out_edges(snap: Snapshot, handles: Iterable[str]) -> dict[str, list[tuple[st
         for root, r0, r1 in by_path[path]:
             if start >= r0 and end <= r1:
                 owner.setdefault(src, []).append(root)
-    edges = [e for e in _by_keys(snap, _OUT_SQL, by_path) if e[0] in owner]
+    edges = _edges(snap, _OUT_SQL, by_path, owner)
     spans = _spans(snap, (e[1] for e in edges))
     rows = [(root, t, k, tier, line) for src, t, k, tier, line in edges if t in spans
             for root in owner[src] if not _inside(spans[t], roots[root])]
@@ -104,7 +113,7 @@ def in_edges(snap: Snapshot, handles: Iterable[str]) -> dict[str, list[tuple[str
     roots = _spans(snap, handles)
     if not roots:
         return {}
-    edges = [e for e in _by_keys(snap, _IN_SQL, (r[0] for r in roots.values())) if e[0] in roots]
+    edges = _edges(snap, _IN_SQL, (r[0] for r in roots.values()), roots)
     spans = _spans(snap, (e[1] for e in edges))
     rows = [(t, src, k, tier, line) for t, src, k, tier, line in edges
             if src in spans and not _inside(spans[src], roots[t])]
