@@ -49,17 +49,20 @@ _OUT_SQL = _EDGES_SQL.format(near="source_handle", far="target_handle", near_pat
 _IN_SQL = _EDGES_SQL.format(near="target_handle", far="source_handle", near_path="target_path")
 
 
-def _by_keys(snap: Snapshot, sql: str, keys: Iterable[str | None]) -> list[tuple]:
+def _by_keys(snap: Snapshot, sql: str, keys: Iterable[str | None], indexed: bool = True) -> list[tuple]:
     """The rows of ``sql`` for the key list ``$k`` (the distinct non-null ``keys``), in
-    index-sized lookups (80 files' edges on the monorepo: one 286 ms scan, two lookups ≈ 50 ms)."""
+    index-sized lookups when the key column is ``indexed`` (80 files' edges on the monorepo:
+    one 286 ms scan, two lookups ≈ 50 ms); else in one scan."""
     ks = sorted({k for k in keys if k is not None})
-    step = _INDEX_KEYS if len(ks) <= _INDEX_KEYS * _MAX_LOOKUPS else max(len(ks), 1)
+    step = _INDEX_KEYS if indexed and len(ks) <= _INDEX_KEYS * _MAX_LOOKUPS else max(len(ks), 1)
     return [row for i in range(0, len(ks), step) for row in snap.con.execute(sql, {"k": ks[i:i + step]}).fetchall()]
 
 
 def _edges(snap: Snapshot, sql: str, paths: Iterable[str], near: Collection[str]) -> list[tuple]:
-    """The resolved or name-only edges (not imports) read by file whose near end is in ``near``."""
-    return [e for e in _by_keys(snap, sql, paths) if e[0] in near and e[3] in TARGET_TIERS and e[2] != "imports"]
+    """The resolved or name-only edges (not imports) read by file whose near end is in ``near``
+    (``target_path`` has no index: the callers' side is one scan)."""
+    return [e for e in _by_keys(snap, sql, paths, indexed=sql is _OUT_SQL)
+            if e[0] in near and e[3] in TARGET_TIERS and e[2] != "imports"]
 
 
 def _spans(snap: Snapshot, handles: Iterable[str | None]) -> dict[str, tuple[str, int, int]]:
