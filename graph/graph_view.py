@@ -58,10 +58,9 @@ def _by_keys(snap: Snapshot, sql: str, keys: Iterable[str | None], indexed: bool
     return [row for i in range(0, len(ks), step) for row in snap.con.execute(sql, {"k": ks[i:i + step]}).fetchall()]
 
 
-def _edges(snap: Snapshot, sql: str, paths: Iterable[str], near: Collection[str]) -> list[tuple]:
-    """The resolved or name-only edges (not imports) read by file whose near end is in ``near``
-    (``target_path`` has no index: the callers' side is one scan)."""
-    return [e for e in _by_keys(snap, sql, paths, indexed=sql is _OUT_SQL)
+def _edges(snap: Snapshot, sql: str, paths: Iterable[str], near: Collection[str], indexed: bool) -> list[tuple]:
+    """The resolved or name-only edges (not imports) read by file whose near end is in ``near``."""
+    return [e for e in _by_keys(snap, sql, paths, indexed)
             if e[0] in near and e[3] in TARGET_TIERS and e[2] != "imports"]
 
 
@@ -103,7 +102,7 @@ def out_edges(snap: Snapshot, handles: Iterable[str]) -> dict[str, list[tuple[st
         for root, r0, r1 in by_path[path]:
             if start >= r0 and end <= r1:
                 owner.setdefault(src, []).append(root)
-    edges = _edges(snap, _OUT_SQL, by_path, owner)
+    edges = _edges(snap, _OUT_SQL, by_path, owner, indexed=True)
     spans = _spans(snap, (e[1] for e in edges))
     rows = [(root, t, k, tier, line) for src, t, k, tier, line in edges if t in spans
             for root in owner[src] if not _inside(spans[t], roots[root])]
@@ -116,7 +115,8 @@ def in_edges(snap: Snapshot, handles: Iterable[str]) -> dict[str, list[tuple[str
     roots = _spans(snap, handles)
     if not roots:
         return {}
-    edges = _edges(snap, _IN_SQL, (r[0] for r in roots.values()), roots)
+    # (target_path has no index: the callers' side is one scan, not lookups that each scan)
+    edges = _edges(snap, _IN_SQL, (r[0] for r in roots.values()), roots, indexed=False)
     spans = _spans(snap, (e[1] for e in edges))
     rows = [(t, src, k, tier, line) for t, src, k, tier, line in edges
             if src in spans and not _inside(spans[src], roots[t])]

@@ -364,7 +364,7 @@ def symbol_token_hashes(snap: Snapshot, handles: list[str]) -> dict[str, str | N
                                     {"p": sorted({r[4] for r in syms})}).fetchall()) if syms else {}
     out: dict[str, str | None] = {}
     by_blob: dict[tuple[str, str], list[tuple[str, int, int]]] = {}
-    for handle, language, start, end, path in sorted(syms, key=lambda r: (blob_of.get(r[4]) or "", r[0])):
+    for handle, language, start, end, path in syms:  # (a symbol whose file row is gone: no hash)
         if path in blob_of:
             by_blob.setdefault((blob_of[path], language), []).append((handle, start, end))
     for (blob_id, language), syms in by_blob.items():  # each file parsed once

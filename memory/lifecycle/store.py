@@ -347,14 +347,12 @@ class MemoryStore:
         if _Gate.linger_s > 0 and home.memory_db.exists():
             gate = _gate(home.memory_db)
             deadline = time.monotonic() + 0.05
-            try:
+            with contextlib.suppress(CitegraphError, duckdb.Error, OSError):
                 cur = gate.enter(False, deadline, lambda rw: cls._connect(home, rw, deadline))
-            except (CitegraphError, duckdb.Error, OSError):
-                cur = None
         try:
             yield
         finally:
-            if cur is not None and gate is not None:
+            if gate is not None and cur is not None:
                 cur.close()
                 gate.leave()
 

@@ -322,7 +322,10 @@ def _affected_memories(ms: MemoryStore, repo: Any, hsnap: Snapshot, rid: str, pr
         keys += [("name", "\0".join(h)) for h in touched.uncovered_names]
         if not keys:
             return [], counts, touched
-        rows = _rows_matching(con, keys, cols, params, project)
+        # the current citations among the matching row ids (as ``cur`` says "current")
+        by_ids = _CURRENT.format(project=("AND m.project = $project " if project else "")
+                                 + "AND c.rowid IN (SELECT unnest($ids::BIGINT[]))")
+        rows = _rows_matching(con, keys, f"SELECT {cols} FROM ({by_ids}) ORDER BY memory_id, position", params)
     if not rows:
         return [], counts, touched
     ids = sorted({r[0] for r in rows})
@@ -359,20 +362,14 @@ _MATCHING = (f"""SELECT rowid FROM citations c WHERE repository_id = $rid AND (
     AND EXISTS (SELECT 1 FROM _check_keys k WHERE k.k IN ('path', 'frag') AND contains(c.deps, '"' || k.v || '"'))""")
 
 
-def _rows_matching(con: Any, keys: list[tuple[str, str]], cols: str, params: dict[str, Any],
-                   project: str | None) -> list[tuple]:
+def _rows_matching(con: Any, keys: list[tuple[str, str]], by_ids: str, params: dict[str, Any]) -> list[tuple]:
+    """The rows of ``by_ids`` for the row ids of the citations ``keys`` match."""
     con.register("_check_keys", pa.table({"k": pa.array([k for k, _ in keys], pa.string()),
                                           "v": pa.array([v for _, v in keys], pa.string())}))
     con.execute("BEGIN TRANSACTION")  # one view of the table: the row ids of both reads agree
     try:
         ids = sorted({i for q in _MATCHING for (i,) in con.execute(q, {"rid": params["rid"]}).fetchall()})
-        if not ids:
-            return []
-        active = "SELECT id, revision FROM memories WHERE status = 'active'" + (
-            " AND project = $project" if project else "")
-        return con.execute(f"SELECT {cols} FROM citations WHERE rowid IN (SELECT unnest($ids::BIGINT[])) "
-                           f"AND (memory_id, revision) IN ({active}) ORDER BY memory_id, position",
-                           {**({"project": project} if project else {}), "ids": ids}).fetchall()
+        return con.execute(by_ids, {**params, "ids": ids}).fetchall() if ids else []
     finally:
         con.execute("ROLLBACK")  # a read: nothing to commit
         con.unregister("_check_keys")
