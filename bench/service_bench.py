@@ -54,6 +54,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -301,7 +302,8 @@ def edit_figure(home: Home, repo: str, edit_path: str, pid: int, events: queue.Q
         c0 = tree_cpu_s(pid)
         t0 = time.perf_counter()
         tmp = full.with_name(f".{full.name}.bench")
-        tmp.write_bytes(before + f"\n# bench edit {k}\n".encode())
+        # unique per run: a state seen before (a reused --home) would be "reused", never "published"
+        tmp.write_bytes(before + f"\n# bench edit {k} {uuid.uuid4().hex}\n".encode())
         shutil.copymode(full, tmp)
         os.replace(tmp, full)  # one change of state (an editor's atomic save), not truncate + write
         at, ev = next_event(events, lambda e: e.get("event") == "published" and e.get("dirty") is True)

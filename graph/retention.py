@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import duckdb
@@ -34,11 +36,18 @@ def set_pins(home: Home, owner: str, snapshot_ids: list[str]) -> None:
     atomic_write_json(path, data)
 
 
-def _exact_current_ids(home: Home, worktrees: list[str]) -> set[str]:
+def _exact_current_ids(home: Home, worktrees: list[str], known: Mapping[str, str] | None = None) -> set[str]:
+    """The exact-current snapshot of each worktree: from ``known`` (worktree real path ->
+    snapshot id: what a caller that watches the worktree knows) where it has the worktree,
+    else by reading the worktree's state (a status scan: seconds on a large monorepo)."""
     from citegraph.graph.current import current_state
 
     keep = set()
     for wt in worktrees:
+        sid = (known or {}).get(os.path.realpath(wt))
+        if sid is not None:
+            keep.add(sid)
+            continue
         try:
             keep.add(current_state(wt, home).snapshot_id)
         except (CitegraphError, OSError, duckdb.Error):
@@ -46,12 +55,13 @@ def _exact_current_ids(home: Home, worktrees: list[str]) -> set[str]:
     return keep
 
 
-def collect(home: Home, keep_last: int = KEEP_LAST, dry_run: bool = False, compact: bool = True
-            ) -> dict[str, list[str]]:
+def collect(home: Home, keep_last: int = KEEP_LAST, dry_run: bool = False, compact: bool = True,
+            known_current: Mapping[str, str] | None = None) -> dict[str, list[str]]:
     """Compact each repository's newest delta when it is due (graph/compaction.py), then
     retire snapshots outside the policy; returns {"retired": [...], "kept": [...],
     "busy": [...]}. Each repository is collected under its build lock, so a build never
-    loses a file it is publishing; a repository whose build is running is skipped (busy)."""
+    loses a file it is publishing; a repository whose build is running is skipped (busy).
+    ``known_current``: the exact-current snapshots a caller knows (``_exact_current_ids``)."""
     retired: list[str] = []
     kept: list[str] = []
     busy: list[str] = []
@@ -62,7 +72,7 @@ def collect(home: Home, keep_last: int = KEEP_LAST, dry_run: bool = False, compa
             compact_newest(rs)
         try:
             with rs.build_lock(wait_s=LOCK_WAIT_S):
-                _collect_repo(home, rs, pins, keep_last, dry_run, retired, kept)
+                _collect_repo(home, rs, pins, keep_last, dry_run, retired, kept, known_current)
         except CitegraphError as err:
             if err.kind != "busy":
                 raise
@@ -74,8 +84,8 @@ LOCK_WAIT_S = 2.0
 
 
 def _collect_repo(home: Home, rs: RepoStore, pins: set[str], keep_last: int, dry_run: bool,
-                  retired: list[str], kept: list[str]) -> None:
-    keep = pins | _exact_current_ids(home, rs.repo_info().get("worktrees", []))
+                  retired: list[str], kept: list[str], known_current: Mapping[str, str] | None = None) -> None:
+    keep = pins | _exact_current_ids(home, rs.repo_info().get("worktrees", []), known_current)
     ready = [e for e in rs.entries() if e["state"] == "ready"]
     ready.sort(key=lambda e: e.get("published_at", 0), reverse=True)
     keep |= {e["snapshot_id"] for e in ready[:keep_last]}

@@ -127,6 +127,7 @@ class Service:
         self._active = 0  # builds running now
         self._lane_threads: dict[str, threading.Thread] = {}
         self._gc_lock = threading.Lock()
+        self._gc_thread: threading.Thread | None = None
         self.abandoned = False
         self.build_jobs = build_jobs
         self.pool_context = pool_context
@@ -327,22 +328,34 @@ class Service:
         return data
 
     def _maybe_gc(self) -> None:
+        """Retire old snapshots (at most once a minute), in a thread of its own: never in
+        the lane, in front of the next edit's build. It compacts nothing (``_maybe_compact``
+        does, in the background) and reads no worktree's state: the exact-current snapshot
+        of each watched worktree is the one the service last built or found ready for it
+        (a status scan of a large monorepo takes seconds)."""
         if self.gc_keep <= 0 or time.monotonic() - self._last_gc < 60.0:
             return
         if not self._gc_lock.acquire(blocking=False):  # another lane is collecting
             return
         self._last_gc = time.monotonic()
-        from citegraph.graph.retention import collect
+        known = {os.path.realpath(root): w.last["snapshot_id"] for root, w in list(self.watched.items())
+                 if w.last.get("snapshot_id")}
 
-        try:
-            res = collect(self.home, keep_last=self.gc_keep)
-        except (CitegraphError, OSError) as exc:
-            self.log("gc", f"gc skipped: {exc}", error=str(exc))
-            return
-        finally:
-            self._gc_lock.release()
-        if res["retired"]:
-            self.log("gc", f"gc retired {len(res['retired'])} old snapshot(s)", retired=res["retired"])
+        def run() -> None:
+            from citegraph.graph.retention import collect
+
+            try:
+                res = collect(self.home, keep_last=self.gc_keep, compact=False, known_current=known)
+            except Exception as exc:  # noqa: BLE001 - a thread of its own: logged, the service goes on
+                self.log("gc", f"gc skipped: {exc}", error=str(exc))
+                return
+            finally:
+                self._gc_lock.release()
+            if res["retired"]:
+                self.log("gc", f"gc retired {len(res['retired'])} old snapshot(s)", retired=res["retired"])
+
+        self._gc_thread = threading.Thread(target=run, name="citegraph-gc", daemon=True)
+        self._gc_thread.start()
 
     def _maybe_compact(self, repository_id: str, snapshot_id: str, root: str) -> None:
         """Compact a published delta that has grown past the threshold into a new base, in a
