@@ -49,12 +49,15 @@ class BuildTarget:
 
 def resolve_target(repo_path: str | os.PathLike[str], rev: str | None = None,
                    state: gitrepo.WorktreeState | None = None,
-                   skip_dirs: tuple[str | os.PathLike[str], ...] = ()) -> BuildTarget:
+                   skip_dirs: tuple[str | os.PathLike[str], ...] = (),
+                   repo: pygit2.Repository | None = None) -> BuildTarget:
     """What a build (or a read) is about: the commit of ``rev``, or the worktree's state —
     scanned now, or ``state`` as the resident service already knows it. ``skip_dirs``:
     absolute directories that are no part of the scanned state (the data home, when it
-    lies in the worktree: ``gitrepo.dirs_inside``)."""
-    repo = gitrepo.open_repository(repo_path)
+    lies in the worktree: ``gitrepo.dirs_inside``). ``repo``: the repository of
+    ``repo_path`` opened already (the service keeps one per worktree: ``LiveRepo``)."""
+    if repo is None:
+        repo = gitrepo.open_repository(repo_path)
     identity = gitrepo.repository_identity(repo)
     if rev is not None:
         commit = gitrepo.resolve_rev(repo, rev)

@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import pygit2
+
 from citegraph.graph import build_inventory as inv
 from citegraph.graph import coverage_summary, delta_resolution, facts_cache
 from citegraph.graph.build_hooks import NO_HOOKS, BuildHooks, BuildStats, checkpoint
@@ -85,15 +87,17 @@ def build_snapshot(repo_path: str | os.PathLike[str], home: Home, rev: str | Non
                    progress: ProgressFn | None = None, jobs: int | None = None,
                    on_wait: Callable[[], None] | None = None,
                    state: gitrepo.WorktreeState | None = None,
-                   pool_context: str = "fork", hooks: BuildHooks | None = None) -> BuildResult:
+                   pool_context: str = "fork", hooks: BuildHooks | None = None,
+                   repo: pygit2.Repository | None = None) -> BuildResult:
     """Build (or reuse) the snapshot of the worktree's state (``state`` when the caller
     already knows it, else scanned), or of ``rev``; publish it. ``pool_context`` is the
     multiprocessing start method of the extraction pool: ``fork`` for a one-shot command,
     ``forkserver`` in a multi-threaded process (the service), where a fork could copy a
-    lock another thread holds. ``hooks``: what a test injects (graph/build_hooks.py)."""
+    lock another thread holds. ``hooks``: what a test injects (graph/build_hooks.py).
+    ``repo``: the repository of ``repo_path`` opened already (``LiveRepo.build_repository``)."""
     hooks = hooks or NO_HOOKS
     t0 = time.perf_counter()
-    target = resolve_target(repo_path, rev, state, skip_dirs=(home.root,))
+    target = resolve_target(repo_path, rev, state, skip_dirs=(home.root,), repo=repo)
     rs = home.repo(target.identity.repository_id)
     rs.ensure()
     info: dict[str, Any] = {"repository_id": target.identity.repository_id,

@@ -286,8 +286,9 @@ class Service:
         with self._lock:
             self._active += 1
         try:
-            res = build_snapshot(live.root, self.home, state=view.state, jobs=self.build_jobs,
-                                 pool_context=self.pool_context)
+            with live.build_repository() as repo:
+                res = build_snapshot(live.root, self.home, state=view.state, jobs=self.build_jobs,
+                                     pool_context=self.pool_context, repo=repo)
         except KeyboardInterrupt:
             self.abandoned = True
             self.stop.set()
