@@ -5,6 +5,8 @@ hide. The choice never changes the result: a delta reads exactly as a clean buil
 from __future__ import annotations
 
 import contextlib
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,21 +108,65 @@ def base_symbol_count(out: duckdb.DuckDBPyConnection, paths: list[str]) -> int:
         out.unregister("_hidden")
 
 
+class TreeDiffs:
+    """The paths where two commits' trees differ, kept per (git directory, commit, commit):
+    a pure function of immutable objects. Consecutive builds over one base at one HEAD (the
+    service, edit after edit) diff the same two trees: 7 ms on ruff, and on the 250k-file
+    monorepo ≈ 285 ms whenever libgit2's object cache is cold (the first build of a
+    process, or of a repository object). Bounded: a few pairs, of at most
+    ``MAX_PATHS`` paths each (a delta over more is not built anyway)."""
+
+    KEEP = 8
+    MAX_PATHS = 65536
+
+    def __init__(self) -> None:
+        self._kept: OrderedDict[tuple[str, str, str], frozenset[str]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def changed(self, repo: pygit2.Repository, old_commit: str, new_commit: str) -> frozenset[str]:
+        """Raises what reading the objects raises (KeyError, ValueError, pygit2.GitError)."""
+        key = (repo.path, old_commit, new_commit)
+        with self._lock:
+            hit = self._kept.get(key)
+            if hit is not None:
+                self._kept.move_to_end(key)
+                return hit
+        diff = repo.diff(repo[old_commit].peel(pygit2.Tree), repo[new_commit].peel(pygit2.Tree))
+        paths: set[str] = set()
+        for d in diff.deltas:
+            paths.add(stored_path(d.old_file.path))
+            paths.add(stored_path(d.new_file.path))
+        found = frozenset(paths)
+        if len(found) <= self.MAX_PATHS:
+            with self._lock:
+                self._kept[key] = found
+                while len(self._kept) > self.KEEP:
+                    self._kept.popitem(last=False)
+        return found
+
+
+TREE_DIFFS = TreeDiffs()
+
+
+def warm(target: BuildTarget, rs: RepoStore) -> None:
+    """Read now what the next delta build of ``target``'s commit reads first (its base's
+    tree diff), so that build does not (the service calls this after a build)."""
+    base = pick_base(rs, target)
+    if base is not None:
+        with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
+            TREE_DIFFS.changed(target.repo, base["commit"], target.commit)
+
+
 def delta_plan(target: BuildTarget, rs: RepoStore, base: dict[str, Any], out: duckdb.DuckDBPyConnection,
                stats: BuildStats) -> Plan | None:
     """Rows that differ from ``base``: a tree diff plus both dirty sets; None when a full
     build is better (too many changes) or the diff cannot be read."""
     repo = target.repo
     try:
-        old = repo[base["commit"]].peel(pygit2.Tree)
         new = repo[target.commit].peel(pygit2.Tree)
-        diff = repo.diff(old, new)
+        changed = set(TREE_DIFFS.changed(repo, base["commit"], target.commit))
     except (KeyError, ValueError, pygit2.GitError):
         return None
-    changed: set[str] = set()
-    for d in diff.deltas:
-        changed.add(stored_path(d.old_file.path))
-        changed.add(stored_path(d.new_file.path))
     try:
         out.execute(f"ATTACH {sql_str(rs.snapshot_path(base['snapshot_id']))} AS base (READ_ONLY)")
         # The base lists what a delta over it must redo (dirty rows, transient skips, paths

@@ -62,6 +62,7 @@ FULL_RESCAN_GIT = ("info/exclude", "info/attributes", "config")
 # Worktree files whose change decides the full scan: what is ignored, and the attributes
 # (``working-tree-encoding``, ``eol``, ``ident``: the stored form of any path they match).
 RESCAN_NAMES = frozenset((".gitignore", ".gitattributes"))
+WARM_PATH = "citegraph-warm"  # any path: an attribute lookup loads every attribute source
 
 _COOKIES = itertools.count(1)
 
@@ -306,6 +307,17 @@ class LiveRepo:
         with self.lock:
             if self.repo_epoch == epoch and self._build_repo is None:
                 self._build_repo = (epoch, repo)
+
+    def warm_build_repository(self, also: Callable[[pygit2.Repository], None] | None = None) -> None:
+        """Have the next build's repository opened and its attributes read (the git index
+        included) now, after a build, rather than in front of the next edit's build (once
+        read, a lookup costs libgit2 a stat of each attribute source: a build that found
+        its snapshot ready looked up nothing)."""
+        with self.build_repository() as repo:
+            with contextlib.suppress(pygit2.GitError, ValueError):
+                repo.get_attr(WARM_PATH, "working-tree-encoding")
+            if also is not None:
+                also(repo)  # (the caller's own reads through the same repository)
 
     def _rescan(self) -> None:
         """The full scan (the one-shot path's): the initial state, and after any change the

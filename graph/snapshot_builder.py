@@ -28,7 +28,7 @@ from typing import Any
 import pygit2
 
 from citegraph.graph import build_inventory as inv
-from citegraph.graph import coverage_summary, delta_resolution, facts_cache
+from citegraph.graph import coverage_summary, delta_plan, delta_resolution, facts_cache
 from citegraph.graph.build_hooks import NO_HOOKS, BuildHooks, BuildStats, checkpoint
 from citegraph.graph.build_inventory import TRANSIENT_REASONS, FileRow
 from citegraph.graph.build_publish import base_entry, publish_entry, publish_file, tmp_path
@@ -143,6 +143,17 @@ def _result(target: BuildTarget, entry: dict[str, Any], reused: bool, seconds: f
 
 
 PARQUET_MAX_FILES = INDEX_MIN_ROWS  # a delta of at most this many file rows is one Parquet file
+
+
+def warm(repo_path: str | os.PathLike[str], home: Home, state: gitrepo.WorktreeState,
+         repo: pygit2.Repository) -> None:
+    """Read now, through ``repo``, what the next build of this worktree reads first (the
+    tree diff to its base: graph/delta_plan.py ``TreeDiffs``) and the DuckDB instance it
+    builds in; the service calls this after a build, off the next edit's path."""
+    target = resolve_target(repo_path, None, state, skip_dirs=(home.root,), repo=repo)
+    rs = home.repo(target.identity.repository_id)
+    delta_plan.warm(target, rs)
+    release_connection(writer_connect(rs))  # the build's DuckDB instance, kept idle (snapshot_writer)
 
 
 def _assemble(target: BuildTarget, rs: RepoStore, stats: BuildStats, progress: ProgressFn | None,

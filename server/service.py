@@ -33,6 +33,7 @@ from citegraph.graph import compaction
 from citegraph.graph.live_source import LiveSource, current_for_state
 from citegraph.graph.live_state import LiveRepo, LiveView
 from citegraph.graph.snapshot_builder import build_snapshot
+from citegraph.graph.snapshot_builder import warm as warm_build
 from citegraph.graph.store import Home, atomic_write_json, process_start
 from citegraph.indexer import gitrepo
 from citegraph.indexer.errors import CitegraphError
@@ -264,6 +265,11 @@ class Service:
                 self.build(w)
             except Exception as exc:  # noqa: BLE001 - a bug in one build must not end the service
                 self._failed(w, f"citegraph: build failed: {type(exc).__name__}: {exc}", True)
+            try:
+                # off the next edit's path: the repository it builds through, its base's diff
+                w.live.warm_build_repository(lambda repo: warm_build(w.live.root, self.home, w.live.view().state, repo))
+            except Exception:  # noqa: BLE001, S110 - an optimisation: the next build opens its own
+                pass
             finally:
                 with self._cond:
                     w.busy = False

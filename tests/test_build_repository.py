@@ -51,6 +51,13 @@ def test_one_repository_is_kept_until_the_git_directory_moves(repo):
         assert live.rescans == scans + 1
         with live.build_repository() as r8:
             assert r8 is not r7
+        repo.commit("c3")
+        live.sync()
+        live.warm_build_repository()  # opened and read now, for the next build
+        warmed = live._build_repo
+        assert warmed is not None and warmed[0] == live.repo_epoch
+        with live.build_repository() as r9:
+            assert r9 is warmed[1]
     finally:
         live.close()
 
