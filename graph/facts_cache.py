@@ -28,6 +28,7 @@ from citegraph.graph.schema import (
     DAMAGE_COLUMNS,
     EDGE_COLUMNS,
     FACTS_DDL,
+    FACTS_INDEXES,
     FACTS_ROW_TABLES,
     FACTS_SCHEMA_VERSION,
     SNAPSHOT_SCHEMA_VERSION,
@@ -79,6 +80,7 @@ def attach(out: duckdb.DuckDBPyConnection, rs: RepoStore) -> None:
     def attach_once() -> None:
         out.execute(f"ATTACH {sql_str(rs.facts_path)} AS facts")
         out.execute(FACTS_DDL.replace("IF NOT EXISTS ", "IF NOT EXISTS facts."))
+        out.execute(FACTS_INDEXES.replace(" ON ", " ON facts."))
 
     try:
         attach_once()
@@ -95,6 +97,7 @@ def attach(out: duckdb.DuckDBPyConnection, rs: RepoStore) -> None:
         for table in ("blob_files", *FACTS_ROW_TABLES):
             out.execute(f"DROP TABLE IF EXISTS facts.{table}")
         out.execute(FACTS_DDL.replace("IF NOT EXISTS ", "IF NOT EXISTS facts."))
+        out.execute(FACTS_INDEXES.replace(" ON ", " ON facts."))
         out.execute("INSERT OR REPLACE INTO facts.meta VALUES ('extractor_version', ?)", [version])
     _attach_sources(out, rs)
 
@@ -148,8 +151,27 @@ def detach(out: duckdb.DuckDBPyConnection) -> None:
     out.execute("DETACH facts")
 
 
+# Up to this many keys are looked up through the cache's blob index, one statement; more
+# are joined (beyond ≈ 50 keys in a list DuckDB scans the table anyway).
+INDEX_LOOKUP_KEYS = 48
+
+
 def lookup(out: duckdb.DuckDBPyConnection, keys: list[tuple[str, str]]) -> dict[tuple[str, str], CachedFacts]:
     """The cached file facts of the (blob, language) keys the cache holds."""
+    if len(keys) <= INDEX_LOOKUP_KEYS:
+        # One predicate on the indexed column (another would make DuckDB scan); the rest
+        # is applied here: the key's language, and rows in the cache or an attached source.
+        want = set(keys)
+        usable = {r[0] for r in out.execute("SELECT source FROM _fact_src").fetchall()}
+        rows = out.execute(
+            "SELECT blob_id, language, status, reason, content_hash, size, origin_path, source "
+            "FROM facts.blob_files WHERE blob_id IN (SELECT unnest($ids))",
+            {"ids": sorted({k[0] for k in keys})}).fetchall()
+        found: dict[tuple[str, str], CachedFacts] = {}
+        for r in sorted(rows, key=lambda r: (r[7] is not None, str(r[7]), str(r[6]))):
+            if (r[0], r[1]) in want and (r[7] is None or r[7] in usable):
+                found.setdefault((r[0], r[1]), (r[2], r[3], r[4], r[5], r[6]))
+        return found
     want = pa.table({"blob_id": [k[0] for k in keys], "language": [k[1] for k in keys]})
     out.register("_want", want)
     try:
